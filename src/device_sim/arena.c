@@ -1,0 +1,312 @@
+/*
+ * arena.c - device memory: one reserved region per device, carved by a
+ * dedicated jemalloc arena.
+ *
+ * The region is reserved once (mmap, MAP_NORESERVE: pages cost nothing until
+ * touched) and bound to the device's NUMA node with hwloc. jemalloc never
+ * sees the OS for this arena: its extent hooks hand out the region with a
+ * bump pointer and refuse to give memory back (dalloc "opts out"), so freed
+ * extents stay in jemalloc's retained set and are recycled, merged and split
+ * inside the region. When the bump pointer reaches the end and jemalloc has
+ * nothing retained that fits, mallocx returns NULL: that is exhaustion, and
+ * nothing else happens.
+ *
+ * jemalloc's own metadata for the arena is NOT taken from the region
+ * (metadata_use_hooks = false), so the region's bytes are all for tensors.
+ *
+ * Locking: `lock` protects the bump pointer and the stats. jemalloc calls the
+ * hooks with its own locks held; the hooks take only `lock`, and no code
+ * calls into jemalloc while holding `lock`, so there is no lock-order cycle.
+ */
+#include <errno.h>
+#include <hwloc.h>
+#include <stdbool.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/types.h>
+
+#include "jemalloc/jemalloc.h"
+#include "sim_internal.h"
+
+/* jemalloc 5.3's arena_config_t for the "experimental.arenas_create_ext"
+ * mallctl. Not in the public header; declared from jemalloc's
+ * include/jemalloc/internal/arena_types.h. The ctl checks the size we pass. */
+typedef struct je_arena_config {
+  extent_hooks_t* extent_hooks;
+  bool metadata_use_hooks;
+} je_arena_config;
+_Static_assert(sizeof(je_arena_config) == 2 * sizeof(void*),
+               "arena_config_t layout (pointer, bool, padding)");
+
+/* Options of simdev's private jemalloc (it serves only device arenas and
+ * never replaces the process's malloc), read through the prefixed
+ * malloc_conf symbol, which jemalloc declares weak.
+ * retain:false - with retain on, every extent the alloc hook returns is a
+ * "head" that jemalloc never merges with its neighbour, so after a run of
+ * small tensors the region could no longer hold one large tensor even when
+ * entirely free. With retain off, hook extents merge freely (they are
+ * contiguous pieces of one region), and extents the dalloc hook refuses to
+ * release still land in the retained set to be reused. */
+const char* sdje_malloc_conf = "retain:false";
+
+struct sim_arena {
+  extent_hooks_t hooks; /* first: the hooks get &hooks back */
+  unsigned je_index;
+  int ordinal;
+
+  uint8_t* base;
+  uint64_t size;
+  hwloc_topology_t topo;
+  int numa_node;
+  int numa_bound;
+
+  pthread_mutex_t lock; /* guards brk and stats */
+  uint64_t brk;         /* bytes of the region handed to jemalloc */
+  sim_mem_stats stats;
+  uint64_t host_in_use;
+};
+
+static sim_arena* arena_of(extent_hooks_t* h) {
+  return sim_container_of(h, sim_arena, hooks);
+}
+
+/* ---- extent hooks (called by jemalloc, its locks held) ------------------ */
+
+static void* hook_alloc(extent_hooks_t* h, void* new_addr, size_t size,
+                        size_t alignment, bool* zero, bool* commit,
+                        unsigned arena_ind) {
+  sim_arena* a = arena_of(h);
+  void* ret = NULL;
+  sim_lock(&a->lock);
+  uint64_t start = (a->brk + alignment - 1) & ~((uint64_t)alignment - 1);
+  bool fits = start >= a->brk && size <= a->size && start <= a->size - size;
+  if (fits && (new_addr == NULL || new_addr == a->base + start)) {
+    ret = a->base + start;
+    a->brk = start + size;
+    a->stats.bytes_reserved = a->brk;
+  }
+  sim_unlock(&a->lock);
+  if (ret != NULL) {
+    *zero = true; /* never handed out before: fresh anonymous pages */
+    *commit = true;
+  }
+  return ret;
+}
+
+/* Opt out: jemalloc keeps the extent (retained) and reuses it. */
+static bool hook_dalloc(extent_hooks_t* h, void* addr, size_t size,
+                        bool committed, unsigned arena_ind) {
+  return true;
+}
+
+/* The region is unmapped as a whole when the device goes away. */
+static void hook_destroy(extent_hooks_t* h, void* addr, size_t size,
+                         bool committed, unsigned arena_ind) {}
+
+static bool hook_commit(extent_hooks_t* h, void* addr, size_t size,
+                        size_t offset, size_t length, unsigned arena_ind) {
+  return false; /* always committed */
+}
+
+/* All extents live in one contiguous region: splitting and merging are pure
+ * bookkeeping and always allowed. */
+static bool hook_split(extent_hooks_t* h, void* addr, size_t size,
+                       size_t size_a, size_t size_b, bool committed,
+                       unsigned arena_ind) {
+  return false;
+}
+static bool hook_merge(extent_hooks_t* h, void* addr_a, size_t size_a,
+                       void* addr_b, size_t size_b, bool committed,
+                       unsigned arena_ind) {
+  return false;
+}
+
+/* ---- region and NUMA --------------------------------------------------- */
+
+static void bind_numa(sim_arena* a) {
+  a->numa_node = -1;
+  a->numa_bound = 0;
+  if (hwloc_topology_init(&a->topo) != 0) {
+    a->topo = NULL;
+    return;
+  }
+  if (hwloc_topology_load(a->topo) != 0) {
+    hwloc_topology_destroy(a->topo);
+    a->topo = NULL;
+    return;
+  }
+  int n = hwloc_get_nbobjs_by_type(a->topo, HWLOC_OBJ_NUMANODE);
+  if (n <= 0) return;
+  hwloc_obj_t node =
+      hwloc_get_obj_by_type(a->topo, HWLOC_OBJ_NUMANODE, a->ordinal % n);
+  if (node == NULL) return;
+  a->numa_node = (int)node->os_index;
+  /* Binding may be refused (no mbind in a container, single-node kernel
+   * without NUMA support). The memory is still usable; we report unbound. */
+  a->numa_bound =
+      hwloc_set_area_membind(a->topo, a->base, a->size, node->nodeset,
+                             HWLOC_MEMBIND_BIND, HWLOC_MEMBIND_BYNODESET) == 0;
+}
+
+int sim_arena_create(int ordinal, uint64_t bytes, sim_arena** out) {
+  if (bytes == 0 || out == NULL) return SIM_EINVAL;
+  sim_arena* a = calloc(1, sizeof(*a));
+  if (a == NULL) return SIM_ENOMEM;
+  a->ordinal = ordinal;
+  a->size = bytes;
+  a->stats.bytes_limit = bytes;
+  SIM_CHECK_PT(pthread_mutex_init(&a->lock, NULL));
+
+  void* base = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (base == MAP_FAILED) {
+    pthread_mutex_destroy(&a->lock);
+    free(a);
+    return SIM_ENOMEM;
+  }
+  a->base = base;
+  bind_numa(a);
+
+  a->hooks = (extent_hooks_t){
+      .alloc = hook_alloc,
+      .dalloc = hook_dalloc,
+      .destroy = hook_destroy,
+      .commit = hook_commit,
+      .decommit = NULL, /* opt out: never decommit */
+      .purge_lazy = NULL,
+      .purge_forced = NULL,
+      .split = hook_split,
+      .merge = hook_merge,
+  };
+  je_arena_config cfg = {.extent_hooks = &a->hooks,
+                         .metadata_use_hooks = false};
+  size_t sz = sizeof(a->je_index);
+  int rc = sdje_mallctl("experimental.arenas_create_ext", &a->je_index, &sz,
+                        &cfg, sizeof(cfg));
+  if (rc != 0) {
+    munmap(a->base, a->size);
+    if (a->topo) hwloc_topology_destroy(a->topo);
+    pthread_mutex_destroy(&a->lock);
+    free(a);
+    return SIM_ESYS;
+  }
+  /* Freed extents skip jemalloc's dirty/muzzy stages (decay 0; purging is
+   * refused by the hooks) and go straight to the retained set, where they are
+   * coalesced at once: after freeing, the whole region is again available for
+   * one large tensor. A failure here would only delay reuse: ignored. */
+  char name[64];
+  ssize_t zero_ms = 0;
+  snprintf(name, sizeof(name), "arena.%u.dirty_decay_ms", a->je_index);
+  (void)sdje_mallctl(name, NULL, NULL, &zero_ms, sizeof(zero_ms));
+  snprintf(name, sizeof(name), "arena.%u.muzzy_decay_ms", a->je_index);
+  (void)sdje_mallctl(name, NULL, NULL, &zero_ms, sizeof(zero_ms));
+  *out = a;
+  return SIM_OK;
+}
+
+void sim_arena_destroy(sim_arena* a) {
+  if (a == NULL) return;
+  char name[64];
+  snprintf(name, sizeof(name), "arena.%u.destroy", a->je_index);
+  SIM_CHECK(sdje_mallctl(name, NULL, NULL, NULL, 0) == 0);
+  SIM_CHECK(munmap(a->base, a->size) == 0);
+  if (a->topo) hwloc_topology_destroy(a->topo);
+  SIM_CHECK_PT(pthread_mutex_destroy(&a->lock));
+  free(a);
+}
+
+int sim_arena_numa_node(const sim_arena* a) { return a->numa_node; }
+int sim_arena_numa_bound(const sim_arena* a) { return a->numa_bound; }
+
+/* ---- allocation (public API, see sim.h) -------------------------------- */
+
+void* sim_mem_alloc(sim_device* dev, uint64_t size) {
+  if (dev == NULL) return NULL;
+  sim_arena* a = dev->arena;
+  void* p = NULL;
+  if (size <= a->size) {
+    int flags = MALLOCX_ARENA(a->je_index) | MALLOCX_TCACHE_NONE |
+                MALLOCX_ALIGN(SIM_MEM_ALIGN);
+    p = sdje_mallocx(size == 0 ? 1 : (size_t)size, flags);
+  }
+  uint64_t usable = p ? sdje_sallocx(p, MALLOCX_TCACHE_NONE) : 0;
+  sim_lock(&a->lock);
+  if (p == NULL) {
+    a->stats.num_failed++;
+  } else {
+    a->stats.num_allocs++;
+    a->stats.bytes_in_use += usable;
+    if (a->stats.bytes_in_use > a->stats.peak_bytes_in_use)
+      a->stats.peak_bytes_in_use = a->stats.bytes_in_use;
+    if (usable > a->stats.largest_alloc) a->stats.largest_alloc = usable;
+  }
+  sim_unlock(&a->lock);
+  return p;
+}
+
+void sim_mem_free(sim_device* dev, void* p) {
+  if (dev == NULL || p == NULL) return;
+  sim_arena* a = dev->arena;
+  /* A pointer from elsewhere would corrupt jemalloc: that is a caller bug
+   * we can detect cheaply, so we do. */
+  SIM_CHECK(sim_mem_contains(dev, p, 1));
+  uint64_t usable = sdje_sallocx(p, MALLOCX_TCACHE_NONE);
+  sdje_dallocx(p, MALLOCX_TCACHE_NONE);
+  sim_lock(&a->lock);
+  SIM_CHECK(a->stats.bytes_in_use >= usable);
+  a->stats.bytes_in_use -= usable;
+  a->stats.num_frees++;
+  sim_unlock(&a->lock);
+}
+
+uint64_t sim_mem_usable_size(sim_device* dev, const void* p) {
+  if (dev == NULL || p == NULL || !sim_mem_contains(dev, p, 1)) return 0;
+  return sdje_sallocx(p, MALLOCX_TCACHE_NONE);
+}
+
+void sim_mem_get_stats(sim_device* dev, sim_mem_stats* out) {
+  sim_arena* a = dev->arena;
+  sim_lock(&a->lock);
+  *out = a->stats;
+  sim_unlock(&a->lock);
+}
+
+int sim_mem_contains(const sim_device* dev, const void* p, uint64_t size) {
+  if (dev == NULL || p == NULL) return 0;
+  const sim_arena* a = dev->arena;
+  uintptr_t lo = (uintptr_t)a->base, q = (uintptr_t)p;
+  return q >= lo && q - lo <= a->size && size <= a->size - (q - lo);
+}
+
+/* Host staging memory: plain aligned host memory with a size header so the
+ * in-use count is exact. The header is SIM_MEM_ALIGN bytes to keep the
+ * payload aligned. */
+void* sim_host_alloc(sim_device* dev, uint64_t size) {
+  if (dev == NULL || size > UINT64_MAX - SIM_MEM_ALIGN) return NULL;
+  void* raw = NULL;
+  if (posix_memalign(&raw, SIM_MEM_ALIGN, (size_t)size + SIM_MEM_ALIGN) != 0)
+    return NULL;
+  *(uint64_t*)raw = size;
+  sim_lock(&dev->arena->lock);
+  dev->arena->host_in_use += size;
+  sim_unlock(&dev->arena->lock);
+  return (uint8_t*)raw + SIM_MEM_ALIGN;
+}
+
+void sim_host_free(sim_device* dev, void* p) {
+  if (dev == NULL || p == NULL) return;
+  uint8_t* raw = (uint8_t*)p - SIM_MEM_ALIGN;
+  uint64_t size = *(uint64_t*)raw;
+  sim_lock(&dev->arena->lock);
+  SIM_CHECK(dev->arena->host_in_use >= size);
+  dev->arena->host_in_use -= size;
+  sim_unlock(&dev->arena->lock);
+  free(raw);
+}
+
+uint64_t sim_host_bytes_in_use(sim_device* dev) {
+  sim_lock(&dev->arena->lock);
+  uint64_t n = dev->arena->host_in_use;
+  sim_unlock(&dev->arena->lock);
+  return n;
+}

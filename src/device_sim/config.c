@@ -1,0 +1,69 @@
+/*
+ * config.c - SIMDEV_* environment settings.
+ *
+ * Parsing is strict: the whole value must be a decimal integer in range.
+ * A typo must never silently become a default (SIMDEV_MEMORY_MB=2g is an
+ * error, not 2 MiB), because the caller turns the error into a refusal to
+ * load the plugin with a message that names the variable.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_internal.h"
+
+const char* sim_strerror(int err) {
+  switch (err) {
+    case SIM_OK: return "ok";
+    case SIM_EINVAL: return "invalid argument";
+    case SIM_ENOMEM: return "out of device memory";
+    case SIM_ESTREAM: return "stream is in an error state";
+    case SIM_EFAILED: return "work item failed";
+    case SIM_ENOTREADY: return "not ready";
+    case SIM_ESYS: return "operating system error";
+    default: return "unknown simdev error";
+  }
+}
+
+/* Parses env var `name` into *out if set. 0, or SIM_EINVAL with msg. */
+static int parse_u64(const char* name, uint64_t lo, uint64_t hi, uint64_t* out,
+                     char* msg, size_t msg_len) {
+  const char* v = getenv(name);
+  if (v == NULL) return SIM_OK;
+  const char* p = v;
+  while (*p == ' ' || *p == '\t') p++;
+  int ok = *p >= '0' && *p <= '9';
+  char* end = NULL;
+  errno = 0;
+  unsigned long long n = ok ? strtoull(p, &end, 10) : 0;
+  if (ok) {
+    while (*end == ' ' || *end == '\t') end++;
+    ok = errno == 0 && *end == '\0' && n >= lo && n <= hi;
+  }
+  if (!ok) {
+    snprintf(msg, msg_len,
+             "invalid %s=\"%s\": expected an integer from %" PRIu64
+             " to %" PRIu64,
+             name, v, lo, hi);
+    return SIM_EINVAL;
+  }
+  *out = n;
+  return SIM_OK;
+}
+
+int sim_config_from_env(sim_config* cfg, char* msg, size_t msg_len) {
+  if (cfg == NULL || msg == NULL || msg_len == 0) return SIM_EINVAL;
+  msg[0] = '\0';
+  uint64_t count = 1, mb = 2048;
+  int err = parse_u64("SIMDEV_DEVICE_COUNT", 1, SIM_MAX_DEVICES, &count, msg,
+                      msg_len);
+  if (err == SIM_OK)
+    err = parse_u64("SIMDEV_MEMORY_MB", 1, SIM_MAX_MEMORY_MB, &mb, msg,
+                    msg_len);
+  if (err != SIM_OK) return err;
+  cfg->device_count = (int)count;
+  cfg->memory_mb = mb;
+  return SIM_OK;
+}

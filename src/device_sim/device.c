@@ -1,0 +1,117 @@
+/*
+ * device.c - a simulated device: its memory arena and the streams alive on
+ * it.
+ *
+ * The device keeps a list of its streams only for two device-wide operations:
+ * synchronize-all and teardown. Streams are linked through sim_stream's
+ * `dev_next`, under streams_lock. Neither operation holds streams_lock while
+ * waiting on a stream (a stream's worker may be running a host callback that
+ * creates or destroys another stream of the same device): they snapshot the
+ * list first.
+ */
+#include <string.h>
+
+#include "sim_internal.h"
+
+void sim_cond_init(pthread_cond_t* c) {
+  pthread_condattr_t attr;
+  SIM_CHECK_PT(pthread_condattr_init(&attr));
+  SIM_CHECK_PT(pthread_condattr_setclock(&attr, CLOCK_MONOTONIC));
+  SIM_CHECK_PT(pthread_cond_init(c, &attr));
+  SIM_CHECK_PT(pthread_condattr_destroy(&attr));
+}
+
+int sim_device_create(int ordinal, uint64_t memory_mb, sim_device** out) {
+  if (out == NULL || ordinal < 0 || memory_mb == 0 ||
+      memory_mb > SIM_MAX_MEMORY_MB)
+    return SIM_EINVAL;
+  sim_device* dev = calloc(1, sizeof(*dev));
+  if (dev == NULL) return SIM_ENOMEM;
+  dev->ordinal = ordinal;
+  snprintf(dev->name, sizeof(dev->name), "simdev-%d", ordinal);
+  int err = sim_arena_create(ordinal, memory_mb << 20, &dev->arena);
+  if (err != SIM_OK) {
+    free(dev);
+    return err;
+  }
+  SIM_CHECK_PT(pthread_mutex_init(&dev->streams_lock, NULL));
+  *out = dev;
+  return SIM_OK;
+}
+
+void sim_device_destroy(sim_device* dev) {
+  if (dev == NULL) return;
+  /* Streams unlink themselves in sim_stream_destroy; take them one at a time
+   * so no lock is held while a stream drains. */
+  for (;;) {
+    sim_lock(&dev->streams_lock);
+    sim_stream* s = dev->streams;
+    sim_unlock(&dev->streams_lock);
+    if (s == NULL) break;
+    sim_stream_destroy(s);
+  }
+  sim_arena_destroy(dev->arena);
+  SIM_CHECK_PT(pthread_mutex_destroy(&dev->streams_lock));
+  free(dev);
+}
+
+int sim_device_ordinal(const sim_device* dev) { return dev->ordinal; }
+int sim_device_numa_node(const sim_device* dev) {
+  return sim_arena_numa_node(dev->arena);
+}
+int sim_device_numa_bound(const sim_device* dev) {
+  return sim_arena_numa_bound(dev->arena);
+}
+const char* sim_device_name(const sim_device* dev) { return dev->name; }
+
+int sim_device_add_stream(sim_device* dev, sim_stream* s) {
+  sim_lock(&dev->streams_lock);
+  int id = dev->next_stream_id++;
+  s->dev_next = dev->streams;
+  dev->streams = s;
+  sim_unlock(&dev->streams_lock);
+  return id;
+}
+
+void sim_device_remove_stream(sim_device* dev, sim_stream* s) {
+  sim_lock(&dev->streams_lock);
+  sim_stream** pp = &dev->streams;
+  while (*pp != NULL && *pp != s) pp = &(*pp)->dev_next;
+  SIM_CHECK(*pp == s);
+  *pp = s->dev_next;
+  sim_unlock(&dev->streams_lock);
+}
+
+/* Records a marker on every stream under the lock (cheap, non-blocking),
+ * then waits for the markers without it. A marker is an event, so streams
+ * destroyed meanwhile are harmless: the event outlives them. */
+int sim_device_synchronize(sim_device* dev) {
+  if (dev == NULL) return SIM_EINVAL;
+  int first_err = SIM_OK;
+  sim_lock(&dev->streams_lock);
+  size_t count = 0, n = 0;
+  int short_of_memory = 0;
+  for (sim_stream* s = dev->streams; s != NULL; s = s->dev_next) count++;
+  sim_event** marks = calloc(count ? count : 1, sizeof(*marks));
+  for (sim_stream* s = marks ? dev->streams : NULL; s; s = s->dev_next) {
+    int err = sim_stream_status(s, NULL, 0);
+    if (err != SIM_OK && first_err == SIM_OK) first_err = err;
+    if (sim_stream_is_current(s)) continue; /* a callback syncing its device */
+    if (sim_event_create(&marks[n]) != SIM_OK) {
+      short_of_memory = 1;
+      break;
+    }
+    SIM_CHECK(sim_event_record(marks[n], s) == SIM_OK);
+    n++;
+  }
+  sim_unlock(&dev->streams_lock);
+  if ((marks == NULL || short_of_memory) && first_err == SIM_OK)
+    first_err = SIM_ENOMEM;
+  for (size_t i = 0; i < n; i++) {
+    int err = sim_event_synchronize(marks[i]);
+    if (err != SIM_OK && first_err == SIM_OK) first_err = err;
+    sim_event_destroy(marks[i]);
+  }
+  free(marks);
+  return first_err;
+}

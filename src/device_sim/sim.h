@@ -1,0 +1,240 @@
+/*
+ * sim.h - the simulated device: memory arenas, streams, events, timers.
+ *
+ * device_sim knows nothing about TensorFlow. It models an accelerator the way
+ * a driver API does (think of the CUDA driver API, minus the GPU): a device
+ * owns a memory region; streams are in-order work queues, each served by one
+ * worker thread; events mark points in a stream that other streams or the host
+ * can wait for.
+ *
+ * Conventions
+ *   - Functions return 0 (SIM_OK) or a negative sim_err. Bad caller input is
+ *     SIM_EINVAL; a pthread call failing on a valid object is a broken
+ *     invariant and aborts with file and line (SIM_CHECK in sim_internal.h).
+ *   - Every object is created and destroyed by the caller; destroy functions
+ *     accept objects that still have work queued and wait for it (streams
+ *     drain, events are reference counted by the work that names them).
+ *   - All functions are thread-safe unless a comment says otherwise.
+ *   - Nothing here allocates per byte of payload: work items are intrusive
+ *     (sim_work), memcpy/memset helpers allocate one small item each.
+ */
+#ifndef SIMDEV_DEVICE_SIM_SIM_H_
+#define SIMDEV_DEVICE_SIM_SIM_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum sim_err {
+  SIM_OK = 0,
+  SIM_EINVAL = -1,    /* bad argument: NULL, size, pointer outside a region */
+  SIM_ENOMEM = -2,    /* device region or host memory exhausted */
+  SIM_ESTREAM = -3,   /* stream is in a sticky error state */
+  SIM_EFAILED = -4,   /* a work item (kernel, callback) reported failure */
+  SIM_ENOTREADY = -5, /* result not available yet (timer not stopped) */
+  SIM_ESYS = -6,      /* the OS refused (mmap, thread creation, hwloc) */
+} sim_err;
+
+/* Static string for an error code; never NULL. */
+const char* sim_strerror(int err);
+
+/* ---------------------------------------------------------------- config */
+
+#define SIM_MAX_DEVICES 16
+#define SIM_MAX_MEMORY_MB (1024 * 1024) /* 1 TiB of address space */
+
+typedef struct sim_config {
+  int device_count;     /* SIMDEV_DEVICE_COUNT, 1..SIM_MAX_DEVICES, default 1 */
+  uint64_t memory_mb;   /* SIMDEV_MEMORY_MB, 1..SIM_MAX_MEMORY_MB, default 2048 */
+} sim_config;
+
+/* Reads SIMDEV_* variables into *cfg (defaults for unset ones). On a bad
+ * value returns SIM_EINVAL and writes a message naming the variable, the value
+ * and the accepted range into msg (always NUL-terminated). */
+int sim_config_from_env(sim_config* cfg, char* msg, size_t msg_len);
+
+/* ---------------------------------------------------------------- device */
+
+typedef struct sim_device sim_device;
+
+/* Creates device `ordinal`: reserves a region of memory_mb MiB, binds it to a
+ * NUMA node (ordinal modulo the node count) when the OS allows it, and builds
+ * a jemalloc arena over it. Fails with SIM_ENOMEM if the region cannot be
+ * reserved, SIM_ESYS if hwloc or jemalloc refuse. */
+int sim_device_create(int ordinal, uint64_t memory_mb, sim_device** out);
+
+/* Drains and destroys every stream still alive on the device, then releases
+ * the arena and the region. Device pointers become invalid. */
+void sim_device_destroy(sim_device* dev);
+
+int sim_device_ordinal(const sim_device* dev);
+/* NUMA node (OS index) the region lives on, or -1 if the machine reports none. */
+int sim_device_numa_node(const sim_device* dev);
+/* 1 if the region was actually bound with hwloc, 0 if binding was refused
+ * (e.g. a single-node machine whose kernel lacks mbind): memory is still
+ * valid, just not pinned to a node. */
+int sim_device_numa_bound(const sim_device* dev);
+/* "simdev-<n>" style hardware name, stable for the device's lifetime. */
+const char* sim_device_name(const sim_device* dev);
+
+/* Blocks until every stream of the device has run all the work enqueued
+ * before this call. Returns the first sticky error among them, else SIM_OK. */
+int sim_device_synchronize(sim_device* dev);
+
+/* ---------------------------------------------------------------- memory */
+
+#define SIM_MEM_ALIGN 64
+
+typedef struct sim_mem_stats {
+  uint64_t bytes_in_use;      /* sum of usable sizes of live allocations */
+  uint64_t peak_bytes_in_use; /* high-water mark of bytes_in_use */
+  uint64_t num_allocs;        /* successful allocations since creation */
+  uint64_t num_frees;
+  uint64_t largest_alloc;     /* largest single usable size handed out */
+  uint64_t bytes_limit;       /* size of the region */
+  uint64_t bytes_reserved;    /* region bytes handed to jemalloc so far */
+  uint64_t num_failed;        /* allocations refused for lack of space */
+} sim_mem_stats;
+
+/* Allocates `size` bytes (SIM_MEM_ALIGN aligned) from the device region.
+ * size 0 gets a valid minimal allocation. Returns NULL when the region is
+ * exhausted; nothing else happens then (no abort, no fallback to malloc). */
+void* sim_mem_alloc(sim_device* dev, uint64_t size);
+/* Frees p (NULL is a no-op). p must come from sim_mem_alloc on dev. */
+void sim_mem_free(sim_device* dev, void* p);
+/* Usable size of a live allocation (>= requested). */
+uint64_t sim_mem_usable_size(sim_device* dev, const void* p);
+void sim_mem_get_stats(sim_device* dev, sim_mem_stats* out);
+/* 1 if [p, p+size) lies inside dev's region. */
+int sim_mem_contains(const sim_device* dev, const void* p, uint64_t size);
+
+/* Host ("pinned") staging memory: separate from the device region, counted
+ * separately. Aligned to SIM_MEM_ALIGN. */
+void* sim_host_alloc(sim_device* dev, uint64_t size);
+void sim_host_free(sim_device* dev, void* p);
+uint64_t sim_host_bytes_in_use(sim_device* dev);
+
+/* ---------------------------------------------------------------- streams */
+
+typedef struct sim_stream sim_stream;
+typedef struct sim_work sim_work;
+
+/* A unit of work on a stream. Intrusive: embed it in your own struct and use
+ * container_of in the callbacks; the stream never allocates for it.
+ *
+ * run:  called on the stream's worker thread, in FIFO order. Returns 0 or a
+ *       negative sim_err; on failure it may write a message into msg (msg_len
+ *       bytes, NUL-terminated). A failure makes the stream's status sticky.
+ * done: called exactly once, on the worker, after run (status = its result)
+ *       or instead of run (status = SIM_ESTREAM) when the stream already failed
+ *       and the item is not SIM_WORK_ALWAYS_RUN. done may free the item.
+ *       May be NULL.
+ * The caller must not touch the item between submit and done. */
+typedef int (*sim_work_run_fn)(sim_work* w, char* msg, size_t msg_len);
+typedef void (*sim_work_done_fn)(sim_work* w, int status);
+
+enum sim_work_flags {
+  /* Run even when the stream is in error: events, waits, host callbacks and
+   * timers must still complete so nobody waiting on them hangs. */
+  SIM_WORK_ALWAYS_RUN = 1u << 0,
+};
+
+struct sim_work {
+  sim_work* next; /* queue link; owned by the stream while queued */
+  sim_work_run_fn run;
+  sim_work_done_fn done;
+  uint32_t flags;
+  const char* label; /* for error messages and debugging; static string */
+};
+
+/* Creates a stream and starts its worker thread (named "simdev<d>-s<n>"). */
+int sim_stream_create(sim_device* dev, sim_stream** out);
+/* Waits for every queued item to run (or be drained), joins the worker and
+ * frees the stream. Must not be called from the stream's own worker. */
+void sim_stream_destroy(sim_stream* s);
+sim_device* sim_stream_device(const sim_stream* s);
+
+/* Enqueues w. Returns SIM_EINVAL for a NULL/incomplete item; never blocks on
+ * queued work. Submitting to a stream in error is allowed: the item is drained
+ * (done(SIM_ESTREAM)) unless it is SIM_WORK_ALWAYS_RUN. */
+int sim_stream_submit(sim_stream* s, sim_work* w);
+
+/* Blocks the caller until everything enqueued before the call has finished.
+ * Returns the stream's sticky status. Must not be called from its worker. */
+int sim_stream_synchronize(sim_stream* s);
+
+/* Sticky status: SIM_OK, or the first failure. If msg is non-NULL the first
+ * failure's message is copied there ("" when OK). */
+int sim_stream_status(sim_stream* s, char* msg, size_t msg_len);
+
+/* 1 if the calling thread is s's worker (used to refuse self-deadlocks). */
+int sim_stream_is_current(const sim_stream* s);
+
+/* Convenience items; each allocates one small work item (SIM_ENOMEM if that
+ * fails). Copies run with memcpy/memmove semantics on the worker. The caller
+ * keeps src/dst alive until the item ran (synchronize or an event). */
+int sim_memcpy_async(sim_stream* s, void* dst, const void* src, uint64_t n);
+int sim_memset8_async(sim_stream* s, void* dst, uint8_t value, uint64_t n);
+/* n is in bytes and must be a multiple of 4 (SIM_EINVAL otherwise); dst must
+ * be 4-byte aligned. */
+int sim_memset32_async(sim_stream* s, void* dst, uint32_t value, uint64_t n);
+
+/* Host callback: fn(arg) runs on the worker in stream order, also when the
+ * stream is in error (then stream_status tells it which). A non-zero return
+ * makes the stream's status sticky (SIM_EFAILED) with msg from the callback. */
+typedef int (*sim_host_fn)(void* arg, int stream_status, char* msg,
+                           size_t msg_len);
+int sim_host_callback_async(sim_stream* s, sim_host_fn fn, void* arg);
+
+/* The dependent stream will not run work enqueued after this call until
+ * `other` has run everything enqueued on it before this call. The host does
+ * not block. */
+int sim_stream_wait_stream(sim_stream* dependent, sim_stream* other);
+
+/* ---------------------------------------------------------------- events */
+
+typedef struct sim_event sim_event;
+
+typedef enum sim_event_state {
+  SIM_EVENT_COMPLETE = 0, /* never recorded, or the last record has run */
+  SIM_EVENT_PENDING = 1,  /* the last record has not run yet */
+  SIM_EVENT_ERROR = 2,    /* the last record ran on a stream in error */
+} sim_event_state;
+
+int sim_event_create(sim_event** out);
+/* Safe while records or waits naming the event are still queued: they hold
+ * references; the memory goes when the last one ran. */
+void sim_event_destroy(sim_event* e);
+/* Enqueues a marker on s; the event becomes PENDING now and COMPLETE (or
+ * ERROR) when the marker runs. Re-recording an event moves it to the new
+ * marker, as in CUDA. */
+int sim_event_record(sim_event* e, sim_stream* s);
+/* Work enqueued on s after this call waits for the event's last record (as of
+ * this call) to run. The host does not block. */
+int sim_stream_wait_event(sim_stream* s, sim_event* e);
+sim_event_state sim_event_query(sim_event* e);
+/* Blocks the host until the last record (as of this call) ran. Returns
+ * SIM_OK, or SIM_ESTREAM if it ran on a stream in error. */
+int sim_event_synchronize(sim_event* e);
+
+/* ---------------------------------------------------------------- timers */
+
+typedef struct sim_timer sim_timer;
+
+int sim_timer_create(sim_timer** out);
+void sim_timer_destroy(sim_timer* t); /* waits for queued start/stop items */
+/* Enqueue a timestamp (CLOCK_MONOTONIC, taken on the worker) on s. */
+int sim_timer_start(sim_timer* t, sim_stream* s);
+int sim_timer_stop(sim_timer* t, sim_stream* s);
+/* Nanoseconds between the start and stop items. Blocks until the stop item
+ * has run if it is queued; SIM_ENOTREADY if start/stop were never enqueued. */
+int sim_timer_elapsed_ns(sim_timer* t, uint64_t* ns);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SIMDEV_DEVICE_SIM_SIM_H_ */

@@ -1,0 +1,101 @@
+/*
+ * sim_internal.h - what the files of device_sim share with each other.
+ * Grouped by the file that defines each function.
+ */
+#ifndef SIMDEV_DEVICE_SIM_SIM_INTERNAL_H_
+#define SIMDEV_DEVICE_SIM_SIM_INTERNAL_H_
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "sim.h"
+
+/* A broken internal invariant (a pthread call failing on a valid object, a
+ * corrupted queue): report file and line, then abort. Never used for bad
+ * caller input. */
+#define SIM_CHECK(cond)                                                    \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      fprintf(stderr, "simdev: %s:%d: invariant failed: %s\n", __FILE__,   \
+              __LINE__, #cond);                                            \
+      abort();                                                             \
+    }                                                                      \
+  } while (0)
+
+#define SIM_CHECK_PT(call) SIM_CHECK((call) == 0)
+
+#define sim_container_of(ptr, type, member) \
+  ((type*)((char*)(ptr)-offsetof(type, member)))
+
+static inline void sim_lock(pthread_mutex_t* m) {
+  SIM_CHECK_PT(pthread_mutex_lock(m));
+}
+static inline void sim_unlock(pthread_mutex_t* m) {
+  SIM_CHECK_PT(pthread_mutex_unlock(m));
+}
+static inline void sim_wait(pthread_cond_t* c, pthread_mutex_t* m) {
+  SIM_CHECK_PT(pthread_cond_wait(c, m));
+}
+static inline void sim_broadcast(pthread_cond_t* c) {
+  SIM_CHECK_PT(pthread_cond_broadcast(c));
+}
+/* CLOCK_MONOTONIC condvars, so timed waits ignore wall-clock jumps. */
+void sim_cond_init(pthread_cond_t* c);
+
+/* ---- arena.c: the device region and its jemalloc arena ---------------- */
+typedef struct sim_arena sim_arena;
+int sim_arena_create(int ordinal, uint64_t bytes, sim_arena** out);
+void sim_arena_destroy(sim_arena* a);
+int sim_arena_numa_node(const sim_arena* a);
+int sim_arena_numa_bound(const sim_arena* a);
+
+/* ---- device.c ---------------------------------------------------------- */
+struct sim_device {
+  int ordinal;
+  char name[32];
+  sim_arena* arena;
+
+  /* Streams alive on this device, for synchronize-all and teardown.
+   * Protected by streams_lock; a stream links itself in at creation and out
+   * at destruction. */
+  pthread_mutex_t streams_lock;
+  sim_stream* streams;
+  int next_stream_id;
+};
+/* Called by stream.c at creation/destruction. */
+int sim_device_add_stream(sim_device* dev, sim_stream* s);
+void sim_device_remove_stream(sim_device* dev, sim_stream* s);
+
+/* ---- stream.c ---------------------------------------------------------- */
+struct sim_stream {
+  sim_device* dev;
+  sim_stream* dev_next; /* device's list; guarded by dev->streams_lock */
+  int id;
+  pthread_t thread;
+
+  /* `lock` guards everything below. The worker never holds it while running
+   * an item, so items may submit to any stream, including their own. */
+  pthread_mutex_t lock;
+  pthread_cond_t cv_work; /* worker: queue non-empty or stopping */
+  pthread_cond_t cv_done; /* synchronizers: `completed` advanced */
+  sim_work* head;
+  sim_work* tail;
+  uint64_t submitted; /* items ever submitted */
+  uint64_t completed; /* items whose done has returned */
+  int sync_waiters;   /* threads in sim_stream_synchronize */
+  int stopping;
+  int status;     /* sticky: SIM_OK or the first failure */
+  char msg[256];  /* message of the first failure */
+};
+
+/* Allocates a work item with `extra` bytes of payload after it, for the
+ * convenience items (memcpy, event markers...). done frees it. */
+void* sim_work_alloc(size_t size, sim_work_run_fn run, uint32_t flags,
+                     const char* label);
+
+/* ---- event.c ----------------------------------------------------------- */
+void sim_event_ref(sim_event* e);
+void sim_event_unref(sim_event* e);
+
+#endif /* SIMDEV_DEVICE_SIM_SIM_INTERNAL_H_ */

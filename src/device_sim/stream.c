@@ -1,0 +1,266 @@
+/*
+ * stream.c - a stream is an in-order work queue served by one worker thread.
+ *
+ * The queue is intrusive (sim_work.next): submitting links the caller's item
+ * and signals the worker; nothing is allocated. The worker pops one item,
+ * releases the lock, runs it, calls its done callback, then counts it as
+ * completed and wakes synchronizers. Items therefore run strictly in FIFO
+ * order, one at a time, and an item may submit more work (even to its own
+ * stream) without deadlocking.
+ *
+ * Errors are sticky: the first failing item records its code and message;
+ * from then on items are drained (done(SIM_ESTREAM), run skipped) unless they
+ * are SIM_WORK_ALWAYS_RUN (event markers, waits, host callbacks, timers), so
+ * whoever waits on them is still released. Nothing ever hangs on an errored
+ * stream.
+ *
+ * Teardown sets `stopping`; the worker finishes what is queued, then exits
+ * and is joined.
+ */
+#include <string.h>
+
+#include "sim_internal.h"
+
+/* The stream whose worker is the calling thread, if any. */
+static __thread sim_stream* tls_current_stream;
+
+static void set_sticky(sim_stream* s, int err, const char* msg,
+                       const char* label) {
+  if (s->status != SIM_OK) return;
+  s->status = err;
+  if (msg != NULL && msg[0] != '\0')
+    snprintf(s->msg, sizeof(s->msg), "%s", msg);
+  else
+    snprintf(s->msg, sizeof(s->msg), "%s: %s", label ? label : "work item",
+             sim_strerror(err));
+}
+
+static void* worker_main(void* arg) {
+  sim_stream* s = arg;
+  tls_current_stream = s;
+  char name[16];
+  snprintf(name, sizeof(name), "simdev%d-s%d", s->dev->ordinal, s->id);
+  pthread_setname_np(pthread_self(), name);
+
+  char msg[256];
+  sim_lock(&s->lock);
+  for (;;) {
+    while (s->head == NULL && !s->stopping) sim_wait(&s->cv_work, &s->lock);
+    sim_work* w = s->head;
+    if (w == NULL) break; /* stopping and drained */
+    s->head = w->next;
+    if (s->head == NULL) s->tail = NULL;
+    int status = s->status;
+    sim_unlock(&s->lock);
+
+    int rc;
+    msg[0] = '\0';
+    if (status != SIM_OK && !(w->flags & SIM_WORK_ALWAYS_RUN))
+      rc = SIM_ESTREAM;
+    else
+      rc = w->run(w, msg, sizeof(msg));
+    const char* label = w->label;
+    if (rc != SIM_OK && rc != SIM_ESTREAM) {
+      sim_lock(&s->lock);
+      set_sticky(s, rc, msg, label);
+      sim_unlock(&s->lock);
+    }
+    if (w->done != NULL) w->done(w, rc); /* may free w */
+
+    sim_lock(&s->lock);
+    s->completed++;
+    if (s->sync_waiters > 0) sim_broadcast(&s->cv_done);
+  }
+  sim_unlock(&s->lock);
+  return NULL;
+}
+
+int sim_stream_create(sim_device* dev, sim_stream** out) {
+  if (dev == NULL || out == NULL) return SIM_EINVAL;
+  sim_stream* s = calloc(1, sizeof(*s));
+  if (s == NULL) return SIM_ENOMEM;
+  s->dev = dev;
+  SIM_CHECK_PT(pthread_mutex_init(&s->lock, NULL));
+  sim_cond_init(&s->cv_work);
+  sim_cond_init(&s->cv_done);
+  s->id = sim_device_add_stream(dev, s);
+  if (pthread_create(&s->thread, NULL, worker_main, s) != 0) {
+    sim_device_remove_stream(dev, s);
+    pthread_cond_destroy(&s->cv_done);
+    pthread_cond_destroy(&s->cv_work);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+    return SIM_ESYS;
+  }
+  *out = s;
+  return SIM_OK;
+}
+
+void sim_stream_destroy(sim_stream* s) {
+  if (s == NULL) return;
+  SIM_CHECK(!sim_stream_is_current(s)); /* would join itself */
+  sim_lock(&s->lock);
+  s->stopping = 1;
+  SIM_CHECK_PT(pthread_cond_signal(&s->cv_work));
+  sim_unlock(&s->lock);
+  SIM_CHECK_PT(pthread_join(s->thread, NULL));
+  SIM_CHECK(s->head == NULL && s->completed == s->submitted);
+  sim_device_remove_stream(s->dev, s);
+  SIM_CHECK_PT(pthread_cond_destroy(&s->cv_done));
+  SIM_CHECK_PT(pthread_cond_destroy(&s->cv_work));
+  SIM_CHECK_PT(pthread_mutex_destroy(&s->lock));
+  free(s);
+}
+
+sim_device* sim_stream_device(const sim_stream* s) { return s->dev; }
+
+int sim_stream_is_current(const sim_stream* s) {
+  return s != NULL && tls_current_stream == s;
+}
+
+int sim_stream_submit(sim_stream* s, sim_work* w) {
+  if (s == NULL || w == NULL || w->run == NULL) return SIM_EINVAL;
+  w->next = NULL;
+  sim_lock(&s->lock);
+  if (s->tail != NULL)
+    s->tail->next = w;
+  else
+    s->head = w;
+  s->tail = w;
+  s->submitted++;
+  SIM_CHECK_PT(pthread_cond_signal(&s->cv_work));
+  sim_unlock(&s->lock);
+  return SIM_OK;
+}
+
+int sim_stream_synchronize(sim_stream* s) {
+  if (s == NULL) return SIM_EINVAL;
+  if (sim_stream_is_current(s)) return SIM_EINVAL; /* would wait for itself */
+  sim_lock(&s->lock);
+  uint64_t target = s->submitted;
+  s->sync_waiters++;
+  while (s->completed < target) sim_wait(&s->cv_done, &s->lock);
+  s->sync_waiters--;
+  int status = s->status;
+  sim_unlock(&s->lock);
+  return status;
+}
+
+int sim_stream_status(sim_stream* s, char* msg, size_t msg_len) {
+  if (s == NULL) return SIM_EINVAL;
+  sim_lock(&s->lock);
+  int status = s->status;
+  if (msg != NULL && msg_len > 0) snprintf(msg, msg_len, "%s", s->msg);
+  sim_unlock(&s->lock);
+  return status;
+}
+
+/* ---- convenience items ------------------------------------------------- */
+
+static void free_done(sim_work* w, int status) { free(w); }
+
+void* sim_work_alloc(size_t size, sim_work_run_fn run, uint32_t flags,
+                     const char* label) {
+  SIM_CHECK(size >= sizeof(sim_work));
+  sim_work* w = calloc(1, size);
+  if (w == NULL) return NULL;
+  w->run = run;
+  w->done = free_done;
+  w->flags = flags;
+  w->label = label;
+  return w;
+}
+
+typedef struct copy_item {
+  sim_work w;
+  void* dst;
+  const void* src;
+  uint64_t n;
+  uint32_t value;
+} copy_item;
+
+static int run_memcpy(sim_work* w, char* msg, size_t len) {
+  copy_item* c = (copy_item*)w;
+  memmove(c->dst, c->src, c->n); /* d2d ranges may overlap */
+  return SIM_OK;
+}
+
+static int run_memset8(sim_work* w, char* msg, size_t len) {
+  copy_item* c = (copy_item*)w;
+  memset(c->dst, (int)c->value, c->n);
+  return SIM_OK;
+}
+
+static int run_memset32(sim_work* w, char* msg, size_t len) {
+  copy_item* c = (copy_item*)w;
+  uint32_t* p = c->dst;
+  for (uint64_t i = 0; i < c->n / 4; i++) p[i] = c->value;
+  return SIM_OK;
+}
+
+static int submit_copy(sim_stream* s, sim_work_run_fn run, const char* label,
+                       void* dst, const void* src, uint64_t n, uint32_t v) {
+  copy_item* c = sim_work_alloc(sizeof(*c), run, 0, label);
+  if (c == NULL) return SIM_ENOMEM;
+  c->dst = dst;
+  c->src = src;
+  c->n = n;
+  c->value = v;
+  return sim_stream_submit(s, &c->w);
+}
+
+int sim_memcpy_async(sim_stream* s, void* dst, const void* src, uint64_t n) {
+  if (s == NULL || (n > 0 && (dst == NULL || src == NULL))) return SIM_EINVAL;
+  return submit_copy(s, run_memcpy, "memcpy", dst, src, n, 0);
+}
+
+int sim_memset8_async(sim_stream* s, void* dst, uint8_t value, uint64_t n) {
+  if (s == NULL || (n > 0 && dst == NULL)) return SIM_EINVAL;
+  return submit_copy(s, run_memset8, "memset", dst, NULL, n, value);
+}
+
+int sim_memset32_async(sim_stream* s, void* dst, uint32_t value, uint64_t n) {
+  if (s == NULL || n % 4 != 0 || (uintptr_t)dst % 4 != 0 ||
+      (n > 0 && dst == NULL))
+    return SIM_EINVAL;
+  return submit_copy(s, run_memset32, "memset32", dst, NULL, n, value);
+}
+
+typedef struct callback_item {
+  sim_work w;
+  sim_stream* stream;
+  sim_host_fn fn;
+  void* arg;
+} callback_item;
+
+static int run_callback(sim_work* w, char* msg, size_t len) {
+  callback_item* c = (callback_item*)w;
+  int status = sim_stream_status(c->stream, NULL, 0);
+  int rc = c->fn(c->arg, status, msg, len);
+  if (rc == 0) return SIM_OK;
+  if (msg[0] == '\0') snprintf(msg, len, "host callback failed (%d)", rc);
+  return SIM_EFAILED;
+}
+
+int sim_host_callback_async(sim_stream* s, sim_host_fn fn, void* arg) {
+  if (s == NULL || fn == NULL) return SIM_EINVAL;
+  callback_item* c = sim_work_alloc(sizeof(*c), run_callback,
+                                    SIM_WORK_ALWAYS_RUN, "host callback");
+  if (c == NULL) return SIM_ENOMEM;
+  c->stream = s;
+  c->fn = fn;
+  c->arg = arg;
+  return sim_stream_submit(s, &c->w);
+}
+
+int sim_stream_wait_stream(sim_stream* dependent, sim_stream* other) {
+  if (dependent == NULL || other == NULL) return SIM_EINVAL;
+  if (dependent == other) return SIM_OK; /* a stream is already in order */
+  sim_event* e;
+  int err = sim_event_create(&e);
+  if (err != SIM_OK) return err;
+  err = sim_event_record(e, other);
+  if (err == SIM_OK) err = sim_stream_wait_event(dependent, e);
+  sim_event_destroy(e); /* the queued marker and wait hold references */
+  return err;
+}

@@ -1,0 +1,177 @@
+/*
+ * plugin.c - SE_InitPlugin and the platform-level tables: SP_Platform,
+ * SP_PlatformFns, SP_DeviceFns, SP_TimerFns.
+ *
+ * TensorFlow calls SE_InitPlugin once per process, on the thread that runs
+ * `import tensorflow`. It then creates one SP_Device per ordinal (lazily,
+ * from any thread), each with its SP_StreamExecutor (executor.c). Settings are
+ * read from SIMDEV_* once, here; an invalid one fails SE_InitPlugin with a
+ * message naming the variable. (TensorFlow turns any plugin init error into a
+ * process abort with that message: the plugin itself never crashes.)
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "se/se_internal.h"
+
+static sim_config g_config;
+
+/* Live devices by ordinal, for cross-device copies (TF hands a dtod copy
+ * only one SP_Device). Guarded by g_devices_lock. */
+static pthread_mutex_t g_devices_lock = PTHREAD_MUTEX_INITIALIZER;
+static sim_device* g_devices[SIM_MAX_DEVICES];
+
+const sim_config* se_config(void) { return &g_config; }
+
+sim_device* se_owner_of(const void* p, uint64_t size) {
+  sim_device* owner = NULL;
+  pthread_mutex_lock(&g_devices_lock);
+  for (int i = 0; i < SIM_MAX_DEVICES && owner == NULL; i++)
+    if (g_devices[i] && sim_mem_contains(g_devices[i], p, size))
+      owner = g_devices[i];
+  pthread_mutex_unlock(&g_devices_lock);
+  return owner;
+}
+
+/* ---- SP_DeviceFns ------------------------------------------------------ */
+
+static int32_t get_numa_node(const SP_Device* device) {
+  return sim_device_numa_node(se_device(device));
+}
+
+/* get_memory_bandwidth and get_gflops stay NULL: simdev does not measure
+ * them, and TF treats a missing entry as "unknown". */
+static void create_device_fns(const SP_Platform* platform,
+                              SE_CreateDeviceFnsParams* params,
+                              TF_Status* status) {
+  SP_DeviceFns* fns = params->device_fns;
+  fns->struct_size = SP_DEVICE_FNS_STRUCT_SIZE;
+  fns->ext = NULL;
+  fns->get_numa_node = get_numa_node;
+  fns->get_memory_bandwidth = NULL;
+  fns->get_gflops = NULL;
+  TF_SetStatus(status, TF_OK, "");
+}
+
+static void destroy_device_fns(const SP_Platform* platform,
+                               SP_DeviceFns* device_fns) {}
+
+/* ---- devices ----------------------------------------------------------- */
+
+static void get_device_count(const SP_Platform* platform, int* device_count,
+                             TF_Status* status) {
+  *device_count = g_config.device_count;
+  TF_SetStatus(status, TF_OK, "");
+}
+
+static void create_device(const SP_Platform* platform,
+                          SE_CreateDeviceParams* params, TF_Status* status) {
+  int ordinal = params->ordinal;
+  if (ordinal < 0 || ordinal >= g_config.device_count) {
+    se_set_statusf(status, SIM_EINVAL,
+                   "device ordinal %d out of range [0, %d) (SIMDEV_DEVICE_COUNT)",
+                   ordinal, g_config.device_count);
+    return;
+  }
+  sim_device* dev = NULL;
+  int err = sim_device_create(ordinal, g_config.memory_mb, &dev);
+  if (err != SIM_OK) {
+    se_set_statusf(status, err,
+                   "cannot create device %d with %llu MiB "
+                   "(SIMDEV_MEMORY_MB): %s",
+                   ordinal, (unsigned long long)g_config.memory_mb,
+                   sim_strerror(err));
+    return;
+  }
+  pthread_mutex_lock(&g_devices_lock);
+  g_devices[ordinal] = dev;
+  pthread_mutex_unlock(&g_devices_lock);
+  SP_Device* d = params->device;
+  d->struct_size = SP_DEVICE_STRUCT_SIZE;
+  d->ext = NULL;
+  d->ordinal = ordinal;
+  d->device_handle = dev;
+  d->hardware_name = sim_device_name(dev);
+  d->device_vendor = "simdev (simulated on the host CPU)";
+  d->pci_bus_id = NULL; /* not a PCI device */
+  TF_SetStatus(status, TF_OK, "");
+}
+
+static void destroy_device(const SP_Platform* platform, SP_Device* device) {
+  sim_device* dev = se_device(device);
+  pthread_mutex_lock(&g_devices_lock);
+  for (int i = 0; i < SIM_MAX_DEVICES; i++)
+    if (g_devices[i] == dev) g_devices[i] = NULL;
+  pthread_mutex_unlock(&g_devices_lock);
+  sim_device_destroy(dev);
+  device->device_handle = NULL;
+}
+
+/* ---- stream executor and timers ---------------------------------------- */
+
+static void create_stream_executor(const SP_Platform* platform,
+                                   SE_CreateStreamExecutorParams* params,
+                                   TF_Status* status) {
+  se_fill_stream_executor(params->stream_executor);
+  TF_SetStatus(status, TF_OK, "");
+}
+
+static void destroy_stream_executor(const SP_Platform* platform,
+                                    SP_StreamExecutor* se) {}
+
+static void create_timer_fns(const SP_Platform* platform, SP_TimerFns* timer,
+                             TF_Status* status) {
+  timer->struct_size = SP_TIMER_FNS_STRUCT_SIZE;
+  timer->ext = NULL;
+  timer->nanoseconds = se_timer_nanoseconds;
+  TF_SetStatus(status, TF_OK, "");
+}
+
+static void destroy_timer_fns(const SP_Platform* platform,
+                              SP_TimerFns* timer_fns) {}
+
+/* ---- platform ---------------------------------------------------------- */
+
+static void fill_platform_fns(SP_PlatformFns* fns) {
+  fns->struct_size = SP_PLATFORM_FNS_STRUCT_SIZE;
+  fns->ext = NULL;
+  fns->get_device_count = get_device_count;
+  fns->create_device = create_device;
+  fns->destroy_device = destroy_device;
+  fns->create_device_fns = create_device_fns;
+  fns->destroy_device_fns = destroy_device_fns;
+  fns->create_stream_executor = create_stream_executor;
+  fns->destroy_stream_executor = destroy_stream_executor;
+  fns->create_timer_fns = create_timer_fns;
+  fns->destroy_timer_fns = destroy_timer_fns;
+}
+
+static void destroy_platform(SP_Platform* platform) {}
+static void destroy_platform_fns(SP_PlatformFns* platform_fns) {}
+
+__attribute__((visibility("default"))) void SE_InitPlugin(
+    SE_PlatformRegistrationParams* params, TF_Status* status) {
+  char msg[256];
+  int err = sim_config_from_env(&g_config, msg, sizeof(msg));
+  if (err != SIM_OK) {
+    se_set_status(status, err, "bad setting", msg);
+    return;
+  }
+  params->major_version = SE_MAJOR;
+  params->minor_version = SE_MINOR;
+  params->patch_version = SE_PATCH;
+
+  SP_Platform* p = params->platform;
+  p->struct_size = SP_PLATFORM_STRUCT_SIZE;
+  p->ext = NULL;
+  p->name = SE_SIMDEV_NAME;
+  p->type = SE_SIMDEV_TYPE;
+  p->supports_unified_memory = 0; /* unified_* callbacks stay NULL */
+  p->use_bfc_allocator = 1;       /* TF's BFC sits on our allocate */
+  p->force_memory_growth = 1;     /* grow on demand, do not grab it all */
+
+  fill_platform_fns(params->platform_fns);
+  params->destroy_platform = destroy_platform;
+  params->destroy_platform_fns = destroy_platform_fns;
+  TF_SetStatus(status, TF_OK, "");
+}
