@@ -58,8 +58,10 @@ static void allocate(const SP_Device* device, uint64_t size,
   mem->struct_size = SP_DEVICE_MEMORY_BASE_STRUCT_SIZE;
   mem->ext = NULL;
   mem->payload = 0;
-  /* Only the default memory space exists; NULL tells TF "out of memory",
-   * which it reports as ResourceExhausted. */
+  /* Only the default memory space exists. NULL tells TF "out of memory":
+   * a kernel's output allocation then fails with ResourceExhausted, TF's own
+   * host->device copy path with "Dst tensor is not initialized" (Internal),
+   * as on GPUs. */
   mem->opaque =
       memory_space == 0 ? sim_mem_alloc(se_device(device), size) : NULL;
   mem->size = mem->opaque ? size : 0;

@@ -1,0 +1,108 @@
+"""The plugin's ELF interface: only the two entry points TF looks up with
+dlsym are exported, and jemalloc is linked in privately (no libjemalloc
+dependency, none of its symbols visible to TF or to other plugins).
+
+These tests do not import TensorFlow.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ENTRY_POINTS = {"SE_InitPlugin", "TF_InitKernel"}
+# Symbols the linker itself may define in a shared object.
+LINKER_SYMBOLS = {"_init", "_fini", "_edata", "_end", "__bss_start",
+                  "__bss_start__", "__bss_end__", "_bss_end__", "__end__"}
+
+
+def tool(name):
+    path = shutil.which(name)
+    if not path:
+        pytest.fail(f"{name} not found (binutils / libc-bin)")
+    return path
+
+
+def run(*cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 0, f"{cmd} failed: {p.stderr}"
+    return p.stdout
+
+
+def simdev_package():
+    """(library_path(), __version__) from the installed simdev package, in a
+    subprocess in case the package imports TensorFlow."""
+    p = subprocess.run(
+        [sys.executable, "-c",
+         "import simdev; print(simdev.library_path()); print(simdev.__version__)"],
+        capture_output=True, text=True, cwd="/")
+    if p.returncode != 0:
+        return None, p.stderr.strip().splitlines()[-1:] or [p.returncode]
+    lines = p.stdout.strip().splitlines()
+    return lines[-2], lines[-1]
+
+
+@pytest.fixture(scope="module")
+def lib(plugin):
+    """SIMDEV_TEST_PLUGIN, or the libsimdev*.so in tensorflow-plugins/."""
+    return plugin.path
+
+
+def dynamic_symbols(lib, *flags):
+    """{name: nm type letter} of the dynamic symbol table."""
+    out = run(tool("nm"), "-D", *flags, lib)
+    syms = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            name = parts[-1].split("@")[0]
+            syms[name] = parts[-2]
+    return syms
+
+
+def test_simdev_package_points_at_installed_plugin(plugin):
+    if plugin.source != "installed":
+        pytest.skip("SIMDEV_TEST_PLUGIN set: testing a library outside the venv")
+    path, version = simdev_package()
+    assert path, f"import simdev failed: {version}"
+    assert os.path.isfile(path), path
+    assert os.path.realpath(path) == plugin.path, \
+        f"simdev.library_path()={path} is not what TF loads: {plugin.path}"
+    assert re.fullmatch(r"\d+\.\d+\.\d+.*", version), version
+
+
+def test_only_entry_points_exported(lib):
+    syms = dynamic_symbols(lib, "--defined-only")
+    missing = ENTRY_POINTS - set(syms)
+    assert not missing, f"entry points not exported: {missing}"
+    for name in ENTRY_POINTS:
+        assert syms[name] == "T", f"{name} is {syms[name]!r}, not a text symbol"
+    extra = sorted(set(syms) - ENTRY_POINTS - LINKER_SYMBOLS)
+    assert not extra, f"{len(extra)} unexpected exported symbols: {extra[:40]}"
+
+
+def test_no_jemalloc_symbols_undefined_or_defined(lib):
+    syms = dynamic_symbols(lib)  # defined and undefined
+    jem = sorted(s for s in syms if "je_" in s or "jemalloc" in s
+                 or s in ("mallocx", "rallocx", "sdallocx", "mallctl"))
+    assert not jem, f"jemalloc symbols in the dynamic table: {jem}"
+
+
+def test_needed_has_no_jemalloc(lib):
+    out = run(tool("readelf"), "-d", lib)
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+    assert needed, f"no DT_NEEDED entries parsed from readelf:\n{out}"
+    assert not [n for n in needed if "jemalloc" in n], needed
+
+
+def test_ldd_has_no_jemalloc(lib):
+    out = run(tool("ldd"), lib)
+    assert "jemalloc" not in out, out
+
+
+def test_ldd_resolves_every_dependency(lib):
+    """RPATH/RUNPATH finds libtensorflow_framework where the library sits."""
+    out = run(tool("ldd"), lib)
+    assert "not found" not in out, out
