@@ -107,11 +107,26 @@ int sim_device_synchronize(sim_device* dev) {
   sim_unlock(&dev->streams_lock);
   if ((marks == NULL || short_of_memory) && first_err == SIM_OK)
     first_err = SIM_ENOMEM;
+  int marker_err = SIM_OK;
   for (size_t i = 0; i < n; i++) {
     int err = sim_event_synchronize(marks[i]);
-    if (err != SIM_OK && first_err == SIM_OK) first_err = err;
+    if (err != SIM_OK && marker_err == SIM_OK) marker_err = err;
     sim_event_destroy(marks[i]);
   }
   free(marks);
+  if (first_err == SIM_OK && marker_err != SIM_OK) {
+    /* A stream failed while we waited: report its own error code, not the
+     * marker's generic SIM_ESTREAM (unless the stream is gone already). */
+    first_err = marker_err;
+    sim_lock(&dev->streams_lock);
+    for (sim_stream* s = dev->streams; s != NULL; s = s->dev_next) {
+      int err = sim_stream_status(s, NULL, 0);
+      if (err != SIM_OK) {
+        first_err = err;
+        break;
+      }
+    }
+    sim_unlock(&dev->streams_lock);
+  }
   return first_err;
 }

@@ -2,30 +2,40 @@
  * event.c - events: markers in a stream that the host or other streams wait
  * for, built on one mutex and one condition variable per event.
  *
- * Each record gets a generation number (1, 2, ...). `recorded` is the newest
- * generation enqueued, `completed` the newest that has run. A waiter (host or
- * stream) captures `recorded` when it starts waiting and is released once
- * `completed` reaches it: re-recording an event later does not move an
- * earlier waiter's target, as in CUDA. (If a record is re-enqueued on a
- * faster stream, its later generation may complete first and release the
- * earlier waiter too: a wait ends at its target record or a later one.)
+ * Every record creates a marker (done / failed flags) and makes it the
+ * event's `last`. A waiter (host or stream) takes the marker that is `last`
+ * when it starts waiting and is released exactly when that marker's record
+ * has run: re-recording the event later, even on a faster stream, does not
+ * move an earlier waiter's target, as in CUDA.
  *
- * Lifetime: a reference count under `lock`. The creator holds one; every
- * queued record or wait item holds one until its done callback. So an event
- * may be destroyed while its markers are still queued.
+ * Lifetime: reference counts, all under the event's `lock`. The creator holds
+ * one reference on the event; every queued record or wait item holds one on
+ * the event and one on its marker until its done callback. So an event may be
+ * destroyed while its markers are still queued; markers share the event's
+ * lock and condvar, which therefore outlive them.
  */
 #include <string.h>
 
 #include "sim_internal.h"
 
+typedef struct marker {
+  int refs;   /* event's `last` + queued items + host waiters */
+  int done;   /* the record has run */
+  int failed; /* ... on a stream in error */
+} marker;
+
 struct sim_event {
-  pthread_mutex_t lock;
-  pthread_cond_t cv; /* broadcast when `completed` advances */
+  pthread_mutex_t lock; /* guards everything below and all markers */
+  pthread_cond_t cv;    /* broadcast when a marker is done */
   int refs;
-  uint64_t recorded;
-  uint64_t completed;
-  uint64_t failed; /* newest generation that ran on a stream in error */
+  marker* last; /* newest record, NULL if never recorded */
 };
+
+/* Called with e->lock held. */
+static void marker_unref(marker* m) {
+  SIM_CHECK(m->refs > 0);
+  if (--m->refs == 0) free(m);
+}
 
 int sim_event_create(sim_event** out) {
   if (out == NULL) return SIM_EINVAL;
@@ -51,6 +61,10 @@ void sim_event_unref(sim_event* e) {
   int left = --e->refs;
   sim_unlock(&e->lock);
   if (left > 0) return;
+  if (e->last != NULL) {
+    SIM_CHECK(e->last->refs == 1); /* no queued item can hold it any more */
+    free(e->last);
+  }
   SIM_CHECK_PT(pthread_cond_destroy(&e->cv));
   SIM_CHECK_PT(pthread_mutex_destroy(&e->lock));
   free(e);
@@ -60,18 +74,22 @@ void sim_event_destroy(sim_event* e) {
   if (e != NULL) sim_event_unref(e);
 }
 
-/* ---- record ------------------------------------------------------------ */
+/* ---- record and wait items -------------------------------------------- */
 
 typedef struct event_item {
   sim_work w;
   sim_stream* stream;
   sim_event* event;
-  uint64_t gen;
+  marker* m;
 } event_item;
 
 static void event_item_done(sim_work* w, int status) {
   event_item* it = (event_item*)w;
-  sim_event_unref(it->event);
+  sim_event* e = it->event;
+  sim_lock(&e->lock);
+  marker_unref(it->m);
+  sim_unlock(&e->lock);
+  sim_event_unref(e);
   free(it);
 }
 
@@ -92,8 +110,8 @@ static int run_record(sim_work* w, char* msg, size_t len) {
   sim_event* e = it->event;
   int stream_ok = sim_stream_status(it->stream, NULL, 0) == SIM_OK;
   sim_lock(&e->lock);
-  if (it->gen > e->completed) e->completed = it->gen;
-  if (!stream_ok && it->gen > e->failed) e->failed = it->gen;
+  it->m->done = 1;
+  it->m->failed = !stream_ok;
   sim_broadcast(&e->cv);
   sim_unlock(&e->lock);
   return SIM_OK;
@@ -101,45 +119,55 @@ static int run_record(sim_work* w, char* msg, size_t len) {
 
 int sim_event_record(sim_event* e, sim_stream* s) {
   if (e == NULL || s == NULL) return SIM_EINVAL;
-  event_item* it = event_item_new(s, e, run_record, "record event");
-  if (it == NULL) return SIM_ENOMEM;
-  /* Generation and submission must be atomic with respect to other records
-   * of this event, or generations could reach a stream out of order. */
+  marker* m = calloc(1, sizeof(*m));
+  event_item* it = m ? event_item_new(s, e, run_record, "record event") : NULL;
+  if (it == NULL) {
+    free(m);
+    return SIM_ENOMEM;
+  }
   sim_lock(&e->lock);
-  it->gen = ++e->recorded;
+  m->refs = 2; /* e->last and the record item */
+  if (e->last != NULL) marker_unref(e->last);
+  e->last = m;
+  it->m = m;
   sim_unlock(&e->lock);
   return sim_stream_submit(s, &it->w);
 }
-
-/* ---- wait -------------------------------------------------------------- */
 
 static int run_wait(sim_work* w, char* msg, size_t len) {
   event_item* it = (event_item*)w;
   sim_event* e = it->event;
   sim_lock(&e->lock);
-  while (e->completed < it->gen) sim_wait(&e->cv, &e->lock);
+  while (!it->m->done) sim_wait(&e->cv, &e->lock);
   sim_unlock(&e->lock);
   return SIM_OK;
 }
 
 int sim_stream_wait_event(sim_stream* s, sim_event* e) {
   if (e == NULL || s == NULL) return SIM_EINVAL;
-  sim_lock(&e->lock);
-  uint64_t target = e->recorded;
-  sim_unlock(&e->lock);
-  if (target == 0) return SIM_OK; /* never recorded: nothing to wait for */
   event_item* it = event_item_new(s, e, run_wait, "wait event");
   if (it == NULL) return SIM_ENOMEM;
-  it->gen = target;
+  sim_lock(&e->lock);
+  marker* m = e->last;
+  if (m == NULL || m->done) {
+    /* Never recorded, or already complete: nothing to wait for. */
+    sim_unlock(&e->lock);
+    sim_event_unref(e);
+    free(it);
+    return SIM_OK;
+  }
+  m->refs++;
+  it->m = m;
+  sim_unlock(&e->lock);
   return sim_stream_submit(s, &it->w);
 }
 
 sim_event_state sim_event_query(sim_event* e) {
   sim_lock(&e->lock);
   sim_event_state st = SIM_EVENT_COMPLETE;
-  if (e->completed < e->recorded)
+  if (e->last != NULL && !e->last->done)
     st = SIM_EVENT_PENDING;
-  else if (e->recorded > 0 && e->failed == e->recorded)
+  else if (e->last != NULL && e->last->failed)
     st = SIM_EVENT_ERROR;
   sim_unlock(&e->lock);
   return st;
@@ -148,9 +176,14 @@ sim_event_state sim_event_query(sim_event* e) {
 int sim_event_synchronize(sim_event* e) {
   if (e == NULL) return SIM_EINVAL;
   sim_lock(&e->lock);
-  uint64_t target = e->recorded;
-  while (e->completed < target) sim_wait(&e->cv, &e->lock);
-  int err = (target > 0 && e->failed >= target) ? SIM_ESTREAM : SIM_OK;
+  marker* m = e->last;
+  int err = SIM_OK;
+  if (m != NULL) {
+    m->refs++; /* a re-record may drop it from e->last while we wait */
+    while (!m->done) sim_wait(&e->cv, &e->lock);
+    err = m->failed ? SIM_ESTREAM : SIM_OK;
+    marker_unref(m);
+  }
   sim_unlock(&e->lock);
   return err;
 }

@@ -1,0 +1,188 @@
+/*
+ * test_config.c - sim_config_from_env and sim_strerror.
+ *
+ * Each test starts with SIMDEV_DEVICE_COUNT and SIMDEV_MEMORY_MB unset; the
+ * teardown restores whatever the environment had before.
+ */
+#include "testutil.h"
+
+static const char* const kVars[] = {"SIMDEV_DEVICE_COUNT", "SIMDEV_MEMORY_MB"};
+
+typedef struct saved_env {
+  char* value[2];
+} saved_env;
+
+static int setup(void** state) {
+  saved_env* s = (saved_env*)calloc(1, sizeof(*s));
+  if (s == NULL) return -1;
+  for (size_t i = 0; i < TU_ARRAY_SIZE(kVars); i++) {
+    const char* v = getenv(kVars[i]);
+    s->value[i] = v ? strdup(v) : NULL;
+    unsetenv(kVars[i]);
+  }
+  *state = s;
+  return 0;
+}
+
+static int teardown(void** state) {
+  saved_env* s = (saved_env*)*state;
+  for (size_t i = 0; i < TU_ARRAY_SIZE(kVars); i++) {
+    if (s->value[i] != NULL)
+      setenv(kVars[i], s->value[i], 1);
+    else
+      unsetenv(kVars[i]);
+    free(s->value[i]);
+  }
+  free(s);
+  return 0;
+}
+
+static void defaults(void** state) {
+  sim_config cfg;
+  memset(&cfg, 0xab, sizeof(cfg));
+  char msg[256] = "";
+  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_OK);
+  assert_int_equal(cfg.device_count, 1);
+  assert_int_equal(cfg.memory_mb, 2048);
+}
+
+static void valid_values(void** state) {
+  static const struct {
+    const char* count;
+    const char* mb;
+    int want_count;
+    uint64_t want_mb;
+  } cases[] = {
+      {"4", "64", 4, 64},
+      {"1", "1", 1, 1},
+      {"16", "1048576", 16, SIM_MAX_MEMORY_MB},
+      {"2", "4096", 2, 4096},
+  };
+  for (size_t i = 0; i < TU_ARRAY_SIZE(cases); i++) {
+    setenv("SIMDEV_DEVICE_COUNT", cases[i].count, 1);
+    setenv("SIMDEV_MEMORY_MB", cases[i].mb, 1);
+    sim_config cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    char msg[256] = "";
+    assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_OK);
+    assert_int_equal(cfg.device_count, cases[i].want_count);
+    assert_int_equal(cfg.memory_mb, cases[i].want_mb);
+  }
+}
+
+/* Only one variable set: the other keeps its default. */
+static void one_var_set(void** state) {
+  sim_config cfg;
+  char msg[256];
+  setenv("SIMDEV_MEMORY_MB", "128", 1);
+  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_OK);
+  assert_int_equal(cfg.device_count, 1);
+  assert_int_equal(cfg.memory_mb, 128);
+
+  unsetenv("SIMDEV_MEMORY_MB");
+  setenv("SIMDEV_DEVICE_COUNT", "3", 1);
+  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_OK);
+  assert_int_equal(cfg.device_count, 3);
+  assert_int_equal(cfg.memory_mb, 2048);
+}
+
+/* Sets var=value, expects SIM_EINVAL and a message naming var and value. */
+static void expect_invalid(const char* var, const char* value) {
+  setenv(var, value, 1);
+  sim_config cfg;
+  char msg[512];
+  memset(msg, 'X', sizeof(msg));
+  int rc = sim_config_from_env(&cfg, msg, sizeof(msg));
+  if (rc != SIM_EINVAL)
+    fail_msg("%s=\"%s\": want SIM_EINVAL, got %d", var, value, rc);
+  if (memchr(msg, '\0', sizeof(msg)) == NULL)
+    fail_msg("%s=\"%s\": message not NUL-terminated", var, value);
+  if (strstr(msg, var) == NULL)
+    fail_msg("%s=\"%s\": message does not name the variable: \"%s\"", var,
+             value, msg);
+  if (strstr(msg, value) == NULL)
+    fail_msg("%s=\"%s\": message does not show the value: \"%s\"", var, value,
+             msg);
+  unsetenv(var);
+}
+
+static void invalid_memory_mb(void** state) {
+  static const char* const bad[] = {
+      "abc",
+      "0",
+      "-5",
+      "12abc",
+      "99999999999999999999999999", /* overflows uint64 */
+      "18446744073709551617",       /* 2^64 + 1 */
+      "1048577",                    /* SIM_MAX_MEMORY_MB + 1 */
+      "-1",
+  };
+  for (size_t i = 0; i < TU_ARRAY_SIZE(bad); i++)
+    expect_invalid("SIMDEV_MEMORY_MB", bad[i]);
+}
+
+static void invalid_device_count(void** state) {
+  static const char* const bad[] = {"0",  "17", "x",
+                                    "-1", "1x", "99999999999999999999"};
+  for (size_t i = 0; i < TU_ARRAY_SIZE(bad); i++)
+    expect_invalid("SIMDEV_DEVICE_COUNT", bad[i]);
+}
+
+/* A bad value next to a good one: still an error naming the bad variable. */
+static void invalid_with_other_valid(void** state) {
+  setenv("SIMDEV_MEMORY_MB", "64", 1);
+  expect_invalid("SIMDEV_DEVICE_COUNT", "17");
+  setenv("SIMDEV_DEVICE_COUNT", "2", 1);
+  expect_invalid("SIMDEV_MEMORY_MB", "abc");
+}
+
+/* The message is truncated to msg_len and NUL-terminated; nothing past
+ * msg_len is written. */
+static void message_truncated(void** state) {
+  setenv("SIMDEV_MEMORY_MB", "12abc", 1);
+  char buf[16];
+  memset(buf, 'Z', sizeof(buf));
+  sim_config cfg;
+  assert_int_equal(sim_config_from_env(&cfg, buf, 8), SIM_EINVAL);
+  assert_non_null(memchr(buf, '\0', 8));
+  for (size_t i = 8; i < sizeof(buf); i++) assert_int_equal(buf[i], 'Z');
+}
+
+static void null_cfg(void** state) {
+  char msg[64];
+  assert_int_equal(sim_config_from_env(NULL, msg, sizeof(msg)), SIM_EINVAL);
+}
+
+static void strerror_all(void** state) {
+  static const int codes[] = {SIM_OK,      SIM_EINVAL,  SIM_ENOMEM,
+                              SIM_ESTREAM, SIM_EFAILED, SIM_ENOTREADY,
+                              SIM_ESYS};
+  for (size_t i = 0; i < TU_ARRAY_SIZE(codes); i++) {
+    const char* s = sim_strerror(codes[i]);
+    assert_non_null(s);
+    assert_true(strlen(s) > 0);
+    /* Distinct codes get distinct strings. */
+    for (size_t j = 0; j < i; j++)
+      assert_string_not_equal(s, sim_strerror(codes[j]));
+  }
+  /* Unknown codes: still a string, never NULL. */
+  assert_non_null(sim_strerror(-1000));
+  assert_non_null(sim_strerror(42));
+}
+
+int main(int argc, char** argv) {
+  tu_init(argc, argv);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(defaults, setup, teardown),
+      cmocka_unit_test_setup_teardown(valid_values, setup, teardown),
+      cmocka_unit_test_setup_teardown(one_var_set, setup, teardown),
+      cmocka_unit_test_setup_teardown(invalid_memory_mb, setup, teardown),
+      cmocka_unit_test_setup_teardown(invalid_device_count, setup, teardown),
+      cmocka_unit_test_setup_teardown(invalid_with_other_valid, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(message_truncated, setup, teardown),
+      cmocka_unit_test_setup_teardown(null_cfg, setup, teardown),
+      cmocka_unit_test_setup_teardown(strerror_all, setup, teardown),
+  };
+  return cmocka_run_group_tests_name("config", tests, NULL, NULL);
+}

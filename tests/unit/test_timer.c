@@ -1,0 +1,172 @@
+/*
+ * test_timer.c - stream timers (start/stop timestamps taken on the worker).
+ *
+ * Timing assertions only have a lower bound plus a very loose upper bound:
+ * the machine is shared and valgrind is slow.
+ */
+#include "testutil.h"
+
+#define MS 1000000ull
+#define LOOSE_UPPER_NS (5000ull * MS) /* 5 s */
+
+static tu_item* sleeper(tu_fix* f, unsigned us) {
+  tu_item* it = (tu_item*)tu_calloc(f, 1, sizeof(tu_item));
+  tu_item_init(it, 0, NULL);
+  it->sleep_us = us;
+  return it;
+}
+
+static void create_invalid(void** state) {
+  tu_fix* f = (tu_fix*)*state;
+  assert_int_equal(sim_timer_create(NULL), SIM_EINVAL);
+  sim_timer* t = NULL;
+  assert_int_equal(sim_timer_create(&t), SIM_OK);
+  assert_non_null(t);
+  assert_int_equal(sim_timer_start(t, NULL), SIM_EINVAL);
+  assert_int_equal(sim_timer_stop(NULL, f->s[0]), SIM_EINVAL);
+  assert_int_equal(sim_timer_elapsed_ns(t, NULL), SIM_EINVAL);
+  sim_timer_destroy(t);
+}
+
+static void elapsed_sleep(void** state) {
+  tu_fix* f = (tu_fix*)*state;
+  sim_timer* t = NULL;
+  assert_int_equal(sim_timer_create(&t), SIM_OK);
+  assert_int_equal(sim_timer_start(t, f->s[0]), SIM_OK);
+  assert_int_equal(sim_stream_submit(f->s[0], &sleeper(f, 5000)->work), SIM_OK);
+  assert_int_equal(sim_timer_stop(t, f->s[0]), SIM_OK);
+  uint64_t ns = 0;
+  assert_int_equal(sim_timer_elapsed_ns(t, &ns), SIM_OK);
+  sim_timer_destroy(t);
+  if (ns < 4 * MS) fail_msg("elapsed %" PRIu64 " ns < 4 ms", ns);
+  if (ns > LOOSE_UPPER_NS) fail_msg("elapsed %" PRIu64 " ns > 5 s", ns);
+}
+
+static void not_ready(void** state) {
+  tu_fix* f = (tu_fix*)*state;
+  sim_timer* t = NULL;
+  assert_int_equal(sim_timer_create(&t), SIM_OK);
+  uint64_t ns = 777;
+  assert_int_equal(sim_timer_elapsed_ns(t, &ns), SIM_ENOTREADY);
+  /* Started but never stopped: still not ready (and no hang). */
+  assert_int_equal(sim_timer_start(t, f->s[0]), SIM_OK);
+  assert_int_equal(sim_stream_synchronize(f->s[0]), SIM_OK);
+  assert_int_equal(sim_timer_elapsed_ns(t, &ns), SIM_ENOTREADY);
+  sim_timer_destroy(t);
+}
+
+/* elapsed blocks until the queued stop ran; the interval covers a gate that
+ * a helper holds closed for >= 30 ms. */
+static void elapsed_blocks_until_stop(void** state) {
+  tu_fix* f = (tu_fix*)*state;
+  sim_timer* t = NULL;
+  assert_int_equal(sim_timer_create(&t), SIM_OK);
+  tu_opener* op = (tu_opener*)tu_calloc(f, 1, sizeof(tu_opener));
+  assert_int_equal(sim_timer_start(t, f->s[0]), SIM_OK);
+  op->gates[op->n++] = tu_gate_submit(f, f->s[0]);
+  assert_int_equal(sim_timer_stop(t, f->s[0]), SIM_OK);
+  /* Start the clock only once the worker took the start stamp and sits in
+   * the gate, so the lower bound holds however late the worker ran. */
+  assert_true(tu_gate_wait_entered(op->gates[0], TU_TIMEOUT_MS));
+  tu_opener_start(op, 30);
+  uint64_t ns = 0;
+  int rc = sim_timer_elapsed_ns(t, &ns);
+  tu_call_join(&op->call);
+  sim_timer_destroy(t);
+  assert_int_equal(rc, SIM_OK);
+  if (ns < 25 * MS) fail_msg("elapsed %" PRIu64 " ns < 25 ms", ns);
+  assert_true(ns < LOOSE_UPPER_NS);
+}
+
+/* A timer can be reused: the second interval replaces the first. */
+static void restart(void** state) {
+  tu_fix* f = (tu_fix*)*state;
+  sim_timer* t = NULL;
+  assert_int_equal(sim_timer_create(&t), SIM_OK);
+  uint64_t ns1 = 0, ns2 = 0;
+  assert_int_equal(sim_timer_start(t, f->s[0]), SIM_OK);
+  assert_int_equal(sim_timer_stop(t, f->s[0]), SIM_OK);
+  assert_int_equal(sim_timer_elapsed_ns(t, &ns1), SIM_OK);
+  assert_int_equal(sim_timer_start(t, f->s[0]), SIM_OK);
+  assert_int_equal(sim_stream_submit(f->s[0], &sleeper(f, 20000)->work),
+                   SIM_OK);
+  assert_int_equal(sim_timer_stop(t, f->s[0]), SIM_OK);
+  assert_int_equal(sim_timer_elapsed_ns(t, &ns2), SIM_OK);
+  sim_timer_destroy(t);
+  assert_true(ns1 < LOOSE_UPPER_NS);
+  if (ns2 < 19 * MS) fail_msg("second interval %" PRIu64 " ns < 19 ms", ns2);
+  assert_true(ns2 < LOOSE_UPPER_NS);
+}
+
+/* Timer items are ALWAYS_RUN: on a failed stream they still run, so the
+ * host does not hang in elapsed. */
+static void on_failed_stream(void** state) {
+  tu_fix* f = (tu_fix*)*state;
+  tu_item* bad = sleeper(f, 0);
+  bad->ret = SIM_EFAILED;
+  assert_int_equal(sim_stream_submit(f->s[0], &bad->work), SIM_OK);
+  sim_timer* t = NULL;
+  assert_int_equal(sim_timer_create(&t), SIM_OK);
+  assert_int_equal(sim_timer_start(t, f->s[0]), SIM_OK);
+  assert_int_equal(sim_timer_stop(t, f->s[0]), SIM_OK);
+  assert_int_equal(sim_stream_synchronize(f->s[0]), SIM_EFAILED);
+  uint64_t ns = UINT64_MAX;
+  int rc = sim_timer_elapsed_ns(t, &ns);
+  sim_timer_destroy(t);
+  /* The contract does not say whether elapsed reports the stream error;
+   * either way it must not say "never enqueued". */
+  assert_int_not_equal(rc, SIM_ENOTREADY);
+  if (rc == SIM_OK) assert_true(ns < LOOSE_UPPER_NS);
+}
+
+/* Destroying a timer with its start/stop still queued waits for them. */
+static void destroy_with_queued(void** state) {
+  tu_fix* f = (tu_fix*)*state;
+  sim_timer* t = NULL;
+  assert_int_equal(sim_timer_create(&t), SIM_OK);
+  tu_opener* op = (tu_opener*)tu_calloc(f, 1, sizeof(tu_opener));
+  op->gates[op->n++] = tu_gate_submit(f, f->s[0]);
+  assert_int_equal(sim_timer_start(t, f->s[0]), SIM_OK);
+  assert_int_equal(sim_timer_stop(t, f->s[0]), SIM_OK);
+  tu_opener_start(op, 20);
+  sim_timer_destroy(t);
+  int opened = tu_gate_is_open(op->gates[0]);
+  tu_call_join(&op->call);
+  assert_true(opened);
+  assert_int_equal(sim_stream_synchronize(f->s[0]), SIM_OK);
+}
+
+/* Start on one stream, stop on another that waits for the first. */
+static void cross_stream(void** state) {
+  tu_fix* f = (tu_fix*)*state;
+  sim_timer* t = NULL;
+  assert_int_equal(sim_timer_create(&t), SIM_OK);
+  assert_int_equal(sim_timer_start(t, f->s[0]), SIM_OK);
+  assert_int_equal(sim_stream_submit(f->s[0], &sleeper(f, 10000)->work),
+                   SIM_OK);
+  assert_int_equal(sim_stream_wait_stream(f->s[1], f->s[0]), SIM_OK);
+  assert_int_equal(sim_timer_stop(t, f->s[1]), SIM_OK);
+  uint64_t ns = 0;
+  assert_int_equal(sim_timer_elapsed_ns(t, &ns), SIM_OK);
+  sim_timer_destroy(t);
+  if (ns < 9 * MS) fail_msg("elapsed %" PRIu64 " ns < 9 ms", ns);
+  assert_true(ns < LOOSE_UPPER_NS);
+}
+
+#define T1(name) cmocka_unit_test_setup_teardown(name, tu_setup1, tu_teardown)
+#define T2(name) cmocka_unit_test_setup_teardown(name, tu_setup2, tu_teardown)
+
+int main(int argc, char** argv) {
+  tu_init(argc, argv);
+  const struct CMUnitTest tests[] = {
+      T1(create_invalid),
+      T1(elapsed_sleep),
+      T1(not_ready),
+      T1(elapsed_blocks_until_stop),
+      T1(restart),
+      T1(on_failed_stream),
+      T1(destroy_with_queued),
+      T2(cross_stream),
+  };
+  return cmocka_run_group_tests_name("timer", tests, NULL, NULL);
+}
