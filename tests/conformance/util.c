@@ -1,0 +1,282 @@
+/*
+ * util.c - TF-style calls into the plugin and host-callback probes.
+ *
+ * Every helper calls the plugin the way TF's C++ wrappers do (see the comments
+ * naming the TF class), so a check built from them tests what TF would see.
+ * Probes are host callbacks that run on the plugin's threads; they record
+ * under one mutex, and only the main thread CHECKs.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "conformance.h"
+
+/* ------------------------------------------------------------ status */
+
+TF_Status* conf_st(conf_env* e) {
+  TF_SetStatus(e->st, TF_OK, "");
+  return e->st;
+}
+
+int conf_status_ok(const TF_Status* s, const char* file, int line,
+                   const char* what) {
+  TF_Code code = TF_GetCode(s);
+  return harness_checkf(code == TF_OK, file, line, what, "status code %d: %s",
+                        (int)code, TF_Message(s));
+}
+
+/* ------------------------------------------------------------ memory */
+
+SP_DeviceMemoryBase conf_alloc(conf_env* e, int d, uint64_t size) {
+  SP_DeviceMemoryBase mem = {.struct_size = SP_DEVICE_MEMORY_BASE_STRUCT_SIZE};
+  e->se.allocate(&e->dev[d], size, /*memory_space=*/0, &mem);
+  return mem;
+}
+
+void conf_free(conf_env* e, int d, SP_DeviceMemoryBase* m) {
+  /* DeviceMemoryBaseToC: a fresh struct with opaque, size and payload. */
+  SP_DeviceMemoryBase c = {.struct_size = SP_DEVICE_MEMORY_BASE_STRUCT_SIZE};
+  c.opaque = m->opaque;
+  c.size = m->size;
+  c.payload = m->payload;
+  e->se.deallocate(&e->dev[d], &c);
+  memset(m, 0, sizeof(*m));
+}
+
+SP_DeviceMemoryBase conf_slice(const SP_DeviceMemoryBase* m, uint64_t offset,
+                               uint64_t size) {
+  SP_DeviceMemoryBase s = {.struct_size = SP_DEVICE_MEMORY_BASE_STRUCT_SIZE};
+  s.opaque = (char*)m->opaque + offset;
+  s.size = size;
+  s.payload = m->payload;
+  return s;
+}
+
+/* ------------------------------------------------------------ streams */
+
+SP_Stream conf_stream_new(conf_env* e, int d) {
+  SP_Stream s = NULL;
+  TF_Status* st = conf_st(e);
+  e->se.create_stream(&e->dev[d], &s, st);
+  if (!CHECK_OK(st, "create_stream")) return NULL;
+  CHECK(s != NULL);
+  return s;
+}
+
+void conf_stream_free(conf_env* e, int d, SP_Stream s) {
+  if (s == NULL) return;
+  conf_sync(e, d, s); /* ~CStream ignores the result */
+  e->se.destroy_stream(&e->dev[d], s);
+}
+
+TF_Code conf_sync_by_event(conf_env* e, int d, SP_Stream s) {
+  SP_Event ev = NULL;
+  TF_Status* st = conf_st(e);
+  e->se.create_event(&e->dev[d], &ev, st);
+  if (TF_GetCode(st) != TF_OK) return TF_GetCode(st);
+  e->se.record_event(&e->dev[d], s, ev, conf_st(e));
+  if (TF_GetCode(e->st) != TF_OK) {
+    TF_Code c = TF_GetCode(e->st);
+    e->se.destroy_event(&e->dev[d], ev);
+    return c;
+  }
+  e->se.block_host_for_event(&e->dev[d], ev, conf_st(e));
+  TF_Code c = TF_GetCode(e->st);
+  e->se.destroy_event(&e->dev[d], ev);
+  return c;
+}
+
+TF_Code conf_sync(conf_env* e, int d, SP_Stream s) {
+  if (e->se.block_host_until_done != NULL) {
+    TF_Status* st = conf_st(e);
+    e->se.block_host_until_done(&e->dev[d], s, st);
+    return TF_GetCode(st);
+  }
+  return conf_sync_by_event(e, d, s);
+}
+
+/* ------------------------------------------------------------ probes */
+
+static pthread_mutex_t probe_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t probe_cv = PTHREAD_COND_INITIALIZER;
+static int probe_seq;
+static int gate_open[CONF_GATES];
+
+void conf_probes_reset(void) {
+  pthread_mutex_lock(&probe_mu);
+  probe_seq = 0;
+  memset(gate_open, 0, sizeof(gate_open));
+  pthread_mutex_unlock(&probe_mu);
+}
+
+void conf_gate_open(int gate) {
+  pthread_mutex_lock(&probe_mu);
+  gate_open[gate] = 1;
+  pthread_cond_broadcast(&probe_cv);
+  pthread_mutex_unlock(&probe_mu);
+}
+
+void conf_gates_open_all(void) {
+  for (int i = 0; i < CONF_GATES; i++) conf_gate_open(i);
+}
+
+/* Absolute CLOCK_REALTIME deadline `ms` from now, for timed waits. */
+static struct timespec deadline_in(int ms) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  t.tv_sec += ms / 1000;
+  t.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (t.tv_nsec >= 1000000000L) {
+    t.tv_sec++;
+    t.tv_nsec -= 1000000000L;
+  }
+  return t;
+}
+
+typedef struct later_arg {
+  int gate;
+  int ms;
+} later_arg;
+
+static void* open_later_main(void* arg) {
+  later_arg a = *(later_arg*)arg;
+  free(arg);
+  struct timespec deadline = deadline_in(a.ms);
+  pthread_mutex_lock(&probe_mu);
+  int rc = 0;
+  while (!gate_open[a.gate] && rc != ETIMEDOUT) {
+    rc = pthread_cond_timedwait(&probe_cv, &probe_mu, &deadline);
+  }
+  gate_open[a.gate] = 1;
+  pthread_cond_broadcast(&probe_cv);
+  pthread_mutex_unlock(&probe_mu);
+  return NULL;
+}
+
+pthread_t conf_gate_open_later(int gate, int ms) {
+  pthread_t t;
+  later_arg* a = malloc(sizeof(*a));
+  if (a == NULL) abort();
+  a->gate = gate;
+  a->ms = ms;
+  if (pthread_create(&t, NULL, open_later_main, a) != 0) abort();
+  return t;
+}
+
+void conf_join_later(pthread_t t) {
+  pthread_join(t, NULL);
+}
+
+static void probe_main(void* arg, TF_Status* status) {
+  conf_probe* p = arg;
+  pthread_mutex_lock(&probe_mu);
+  p->entered = 1;
+  p->status_nonnull = status != NULL;
+  p->code_at_entry = status != NULL ? TF_GetCode(status) : TF_UNKNOWN;
+  pthread_cond_broadcast(&probe_cv);
+  if (p->gate >= 0) {
+    while (!gate_open[p->gate]) pthread_cond_wait(&probe_cv, &probe_mu);
+  }
+  pthread_mutex_unlock(&probe_mu);
+  if (p->sleep_ms > 0) conf_sleep_ms(p->sleep_ms);
+  /* As TF's HostCallbackTrampoline: always write the result. */
+  if (status != NULL) {
+    TF_SetStatus(status, p->code, p->code == TF_OK ? "" : p->msg);
+  }
+  pthread_mutex_lock(&probe_mu);
+  p->ran++;
+  p->order = ++probe_seq;
+  pthread_cond_broadcast(&probe_cv);
+  pthread_mutex_unlock(&probe_mu);
+}
+
+int conf_enqueue_probe(conf_env* e, int d, SP_Stream s, conf_probe* p, int gate,
+                       int sleep_ms, TF_Code code, const char* msg) {
+  pthread_mutex_lock(&probe_mu);
+  memset(p, 0, sizeof(*p));
+  p->gate = gate;
+  p->sleep_ms = sleep_ms;
+  p->code = code;
+  p->msg = msg;
+  p->code_at_entry = TF_UNKNOWN;
+  pthread_mutex_unlock(&probe_mu);
+  return e->se.host_callback(&e->dev[d], s, probe_main, p) != 0;
+}
+
+void conf_probe_mark_ran(conf_probe* p) {
+  pthread_mutex_lock(&probe_mu);
+  p->entered = 1;
+  p->ran++;
+  p->order = ++probe_seq;
+  pthread_cond_broadcast(&probe_cv);
+  pthread_mutex_unlock(&probe_mu);
+}
+
+conf_probe conf_probe_get(const conf_probe* p) {
+  pthread_mutex_lock(&probe_mu);
+  conf_probe copy = *p;
+  pthread_mutex_unlock(&probe_mu);
+  return copy;
+}
+
+/* Waits under the shared mutex until *flag is non-zero or timeout_ms pass. */
+static int wait_flag(const int* flag, int timeout_ms) {
+  struct timespec deadline = deadline_in(timeout_ms);
+  pthread_mutex_lock(&probe_mu);
+  int rc = 0;
+  while (!*flag && rc != ETIMEDOUT) {
+    rc = pthread_cond_timedwait(&probe_cv, &probe_mu, &deadline);
+  }
+  int value = *flag;
+  pthread_mutex_unlock(&probe_mu);
+  return value;
+}
+
+int conf_probe_wait_entered(const conf_probe* p, int timeout_ms) {
+  return wait_flag(&p->entered, timeout_ms);
+}
+
+int conf_probe_wait_ran(const conf_probe* p, int timeout_ms) {
+  return wait_flag(&p->ran, timeout_ms);
+}
+
+/* ------------------------------------------------------------ misc */
+
+int conf_safety_ms(void) {
+  const char* v = getenv("CONF_TIMEOUT");
+  long t = v ? strtol(v, NULL, 10) : 0;
+  if (t <= 0) t = 60;
+  return (int)(t * 50); /* 3 s for the default 60 s watchdog */
+}
+
+void conf_sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+uint64_t conf_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void conf_fill(void* buf, size_t n, unsigned seed) {
+  unsigned char* b = buf;
+  uint32_t x = seed * 2654435761u + 1u;
+  for (size_t i = 0; i < n; i++) {
+    x = x * 1664525u + 1013904223u;
+    b[i] = (unsigned char)(x >> 24);
+  }
+}
+
+long conf_find_not(const void* buf, size_t n, unsigned char value) {
+  const unsigned char* b = buf;
+  for (size_t i = 0; i < n; i++) {
+    if (b[i] != value) return (long)i;
+  }
+  return -1;
+}
