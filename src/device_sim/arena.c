@@ -28,6 +28,25 @@
 #include "jemalloc/jemalloc.h"
 #include "sim_internal.h"
 
+/* Under valgrind, tell memcheck about sub-allocations inside the region (as
+ * mimalloc and jemalloc do for theirs): the region starts inaccessible, each
+ * allocation becomes addressable (undefined) and each free inaccessible
+ * again, so overruns and use-after-free in device buffers are reported like
+ * heap errors. Outside valgrind these are a few no-op instructions. */
+#if defined(__has_include)
+#if __has_include(<valgrind/memcheck.h>)
+#include <valgrind/memcheck.h>
+#define SIM_VG_NOACCESS(p, n) VALGRIND_MAKE_MEM_NOACCESS(p, n)
+#define SIM_VG_MALLOC(p, n) VALGRIND_MALLOCLIKE_BLOCK(p, n, 0, 0)
+#define SIM_VG_FREE(p) VALGRIND_FREELIKE_BLOCK(p, 0)
+#endif
+#endif
+#ifndef SIM_VG_MALLOC
+#define SIM_VG_NOACCESS(p, n) ((void)0)
+#define SIM_VG_MALLOC(p, n) ((void)0)
+#define SIM_VG_FREE(p) ((void)0)
+#endif
+
 /* jemalloc 5.3's arena_config_t for the "experimental.arenas_create_ext"
  * mallctl. Not in the public header; declared from jemalloc's
  * include/jemalloc/internal/arena_types.h. The ctl checks the size we pass. */
@@ -166,6 +185,7 @@ int sim_arena_create(int ordinal, uint64_t bytes, sim_arena** out) {
   }
   a->base = base;
   bind_numa(a);
+  SIM_VG_NOACCESS(a->base, a->size);
 
   a->hooks = (extent_hooks_t){
       .alloc = hook_alloc,
@@ -230,6 +250,7 @@ void* sim_mem_alloc(sim_device* dev, uint64_t size) {
     p = sdje_mallocx(size == 0 ? 1 : (size_t)size, flags);
   }
   uint64_t usable = p ? sdje_sallocx(p, MALLOCX_TCACHE_NONE) : 0;
+  if (p != NULL) SIM_VG_MALLOC(p, usable);
   sim_lock(&a->lock);
   if (p == NULL) {
     a->stats.num_failed++;
@@ -252,6 +273,7 @@ void sim_mem_free(sim_device* dev, void* p) {
   SIM_CHECK(sim_mem_contains(dev, p, 1));
   uint64_t usable = sdje_sallocx(p, MALLOCX_TCACHE_NONE);
   sdje_dallocx(p, MALLOCX_TCACHE_NONE);
+  SIM_VG_FREE(p);
   sim_lock(&a->lock);
   SIM_CHECK(a->stats.bytes_in_use >= usable);
   a->stats.bytes_in_use -= usable;
