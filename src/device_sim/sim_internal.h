@@ -89,8 +89,9 @@ struct sim_stream {
   char msg[256];  /* message of the first failure */
 };
 
-/* Allocates a work item with `extra` bytes of payload after it, for the
- * convenience items (memcpy, event markers...). done frees it. */
+/* Allocates (zeroed) a work item of `size` bytes, a struct that starts with
+ * sim_work, for the convenience items (memcpy, event markers...). Its done
+ * callback frees it unless the caller replaces it. NULL if out of memory. */
 void* sim_work_alloc(size_t size, sim_work_run_fn run, uint32_t flags,
                      const char* label);
 
