@@ -21,8 +21,6 @@ static sim_config g_config;
 static pthread_mutex_t g_devices_lock = PTHREAD_MUTEX_INITIALIZER;
 static sim_device* g_devices[SIM_MAX_DEVICES];
 
-const sim_config* se_config(void) { return &g_config; }
-
 sim_device* se_owner_of(const void* p, uint64_t size) {
   sim_device* owner = NULL;
   pthread_mutex_lock(&g_devices_lock);

@@ -67,6 +67,11 @@ int conf_load(conf_env* e, const char* path);
  * get_device_count and create_device for every ordinal up to max_devices.
  * Every rule is a CHECK. Returns 1 if the plugin is usable. */
 int conf_setup(conf_env* e, int max_devices);
+/* Fills the registration params exactly as TF does before SE_InitPlugin:
+ * every struct_size pre-filled, versions set, platform and platform_fns
+ * pointing at the caller's (zeroed, sized) structs. */
+void conf_registration_params(SE_PlatformRegistrationParams* params,
+                              SP_Platform* platform, SP_PlatformFns* pfns);
 /* TF's ValidateDeviceType: 1 if s matches [A-Z][A-Z_]*. */
 int conf_valid_device_type(const char* s);
 /* Destroys what conf_setup created, in CPlatform's order. */

@@ -42,19 +42,27 @@ int conf_valid_device_type(const char* s) {
   return 1;
 }
 
+void conf_registration_params(SE_PlatformRegistrationParams* params,
+                              SP_Platform* platform, SP_PlatformFns* pfns) {
+  *params = (SE_PlatformRegistrationParams){
+      .struct_size = SE_PLATFORM_REGISTRATION_PARAMS_STRUCT_SIZE,
+      .major_version = SE_MAJOR,
+      .minor_version = SE_MINOR,
+      .patch_version = SE_PATCH,
+      .platform = platform,
+      .platform_fns = pfns};
+  *platform = (SP_Platform){.struct_size = SP_PLATFORM_STRUCT_SIZE};
+  *pfns = (SP_PlatformFns){.struct_size = SP_PLATFORM_FNS_STRUCT_SIZE};
+}
+
 /* SE_InitPlugin with TF's pre-filled structs, then TF's validation. The
  * structs live here until they are copied into *e, as in
  * InitStreamExecutorPlugin (whose locals are moved into the CPlatform). */
 static int register_platform(conf_env* e) {
-  SE_PlatformRegistrationParams params = {
-      .struct_size = SE_PLATFORM_REGISTRATION_PARAMS_STRUCT_SIZE};
-  SP_Platform platform = {.struct_size = SP_PLATFORM_STRUCT_SIZE};
-  SP_PlatformFns pfns = {.struct_size = SP_PLATFORM_FNS_STRUCT_SIZE};
-  params.major_version = SE_MAJOR;
-  params.minor_version = SE_MINOR;
-  params.patch_version = SE_PATCH;
-  params.platform = &platform;
-  params.platform_fns = &pfns;
+  SE_PlatformRegistrationParams params;
+  SP_Platform platform;
+  SP_PlatformFns pfns;
+  conf_registration_params(&params, &platform, &pfns);
 
   TF_Status* st = conf_st(e);
   e->init(&params, st);

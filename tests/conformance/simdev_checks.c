@@ -286,15 +286,10 @@ const harness_test conf_simdev_tests[] = {
 /* SE_InitPlugin must fail cleanly (TF aborts the process on an error, so
  * the message is all a user sees) and name the variable. */
 static int init_must_fail(conf_env* e, const char* var) {
-  SE_PlatformRegistrationParams params = {
-      .struct_size = SE_PLATFORM_REGISTRATION_PARAMS_STRUCT_SIZE};
-  SP_Platform platform = {.struct_size = SP_PLATFORM_STRUCT_SIZE};
-  SP_PlatformFns pfns = {.struct_size = SP_PLATFORM_FNS_STRUCT_SIZE};
-  params.major_version = SE_MAJOR;
-  params.minor_version = SE_MINOR;
-  params.patch_version = SE_PATCH;
-  params.platform = &platform;
-  params.platform_fns = &pfns;
+  SE_PlatformRegistrationParams params;
+  SP_Platform platform;
+  SP_PlatformFns pfns;
+  conf_registration_params(&params, &platform, &pfns);
   e->init(&params, conf_st(e));
   if (!CHECK(TF_GetCode(e->st) != TF_OK)) {
     /* Registered after all: release it as ~CPlatform would. */
