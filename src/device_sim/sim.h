@@ -49,6 +49,13 @@ const char* sim_strerror(int err);
 typedef struct sim_config {
   int device_count;     /* SIMDEV_DEVICE_COUNT, 1..SIM_MAX_DEVICES, default 1 */
   uint64_t memory_mb;   /* SIMDEV_MEMORY_MB, 1..SIM_MAX_MEMORY_MB, default 2048 */
+  /* SIMDEV_SYNC, 0 or 1, default 0: every kernel launch has run before its
+   * compute function returns (the analogue of CUDA_LAUNCH_BLOCKING). */
+  int sync_launch;
+  /* SIMDEV_UNSAFE_EARLY_COMPLETION, 0 or 1, default 0: report kernels
+   * complete as soon as they are queued. Wrong on purpose (the "naive"
+   * design); it exists so tests can show the hazards they catch. */
+  int unsafe_early_completion;
 } sim_config;
 
 /* Reads SIMDEV_* variables into *cfg (defaults for unset ones). On a bad
@@ -232,6 +239,25 @@ int sim_timer_stop(sim_timer* t, sim_stream* s);
 /* Nanoseconds between the start and stop items. Blocks until the stop item
  * has run if it is queued; SIM_ENOTREADY if start/stop were never enqueued. */
 int sim_timer_elapsed_ns(sim_timer* t, uint64_t* ns);
+
+/* ---------------------------------------------------------- parallel for */
+
+/* Calls fn(arg, begin, end) on disjoint ranges that together cover [0, n),
+ * using the calling thread plus the process-wide helper threads
+ * ("simdev-pool<i>", one per extra CPU, started on first use). Ranges are at
+ * least `grain` long (except the last). Returns when every range is done.
+ *
+ * The split depends on the number of CPUs and on timing, so fn must not care
+ * how the range is cut: kernels that reduce split their work into fixed
+ * blocks themselves and use this only to spread the blocks. Only one parallel
+ * region runs at a time; a caller that finds the helpers busy (another
+ * stream, or a nested call) runs its whole range inline. fn must not block
+ * on stream work. */
+typedef void (*sim_range_fn)(void* arg, int64_t begin, int64_t end);
+void sim_parallel_for(int64_t n, int64_t grain, sim_range_fn fn, void* arg);
+
+/* Number of threads sim_parallel_for may use (helpers + caller), >= 1. */
+int sim_parallel_width(void);
 
 #ifdef __cplusplus
 }

@@ -1,22 +1,40 @@
 /*
- * kernels.c - TF_InitKernel: registration of simdev's kernels with the
- * kernel C API.
+ * kernels.c - TF_InitKernel: registers every simdev kernel for device type
+ * SIMDEV through the kernel C API. One registration function per kernel
+ * family (sk.h); each family's file owns its op table.
  *
- * This is the only translation unit that includes tensorflow/c/kernels.h:
- * that header defines a file-scope `const size_t` object which, in C, is an
- * external definition, so a second includer in the same library would give
- * "multiple definition" at link time.
- *
- * The device/stream foundation needs no kernel of its own: TensorFlow serves
- * the ops used to move tensors between host and SIMDEV (_Send/_Recv, Identity,
- * Const) with its DEVICE_DEFAULT kernels and our memcpy callbacks. The
- * compute kernel set (MatMul, Conv2D, Bitcast, ...) is registered here by the
- * kernels work item; until then TF_InitKernel registers nothing, and ops
- * without a simdev kernel are refused on SIMDEV when soft placement is off.
+ * TF_InitKernel has no status: a failed registration is printed and the
+ * remaining families still register, so the failure shows up as an op that
+ * SIMDEV refuses (soft placement off) rather than a dead process.
  */
-#include "tensorflow/c/kernels.h"
+#include <stdio.h>
+
+#include "kernels/sk.h"
 
 /* Looked up by TensorFlow with dlsym after SE_InitPlugin. */
 __attribute__((visibility("default"))) void TF_InitKernel(void);
 
-void TF_InitKernel(void) {}
+typedef bool (*register_fn)(char* msg, size_t len);
+
+void TF_InitKernel(void) {
+  char msg[512] = "";
+  if (!sk_launch_init(msg, sizeof(msg))) {
+    fprintf(stderr, "simdev: no kernels registered: %s\n", msg);
+    return;
+  }
+  static const struct {
+    const char* family;
+    register_fn fn;
+  } families[] = {
+      {"matmul", sk_register_matmul}, {"conv", sk_register_conv},
+      {"pool", sk_register_pool},     {"cwise", sk_register_cwise},
+      {"reduce", sk_register_reduce}, {"softmax", sk_register_softmax},
+      {"misc", sk_register_misc},
+  };
+  for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
+    msg[0] = '\0';
+    if (!families[i].fn(msg, sizeof(msg)))
+      fprintf(stderr, "simdev: %s kernels not registered: %s\n",
+              families[i].family, msg);
+  }
+}

@@ -1,0 +1,543 @@
+/*
+ * launch.c - the life cycle of a kernel launch (see sk.h for the design):
+ * TF's compute_async -> the op's compute function -> one stream work item ->
+ * the completion thread, which reports, releases and calls TF's done.
+ *
+ * Completion thread contract: `cq` (a mutex-protected FIFO of finished
+ * launches) is filled by stream workers and drained by the single thread
+ * "simdev-done". It is the only thread that calls TF's done callback for a
+ * queued launch, so TF never runs its executor on a stream worker.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/sk.h"
+#include "se/se_internal.h"
+
+#define SK_CHECK(cond)                                                     \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      fprintf(stderr, "simdev: %s:%d: invariant failed: %s\n", __FILE__,   \
+              __LINE__, #cond);                                            \
+      abort();                                                             \
+    }                                                                      \
+  } while (0)
+
+/* done_shim.cc: copy TF's done callback, which dies with compute_async's
+ * frame in TF 2.21, and run the copy later. */
+void* sk_done_take(void* tf_done);
+void sk_done_run(void* taken);
+
+struct sk_launch {
+  sim_work work; /* first: the stream sees only this */
+  TF_OpKernelContext* ctx;
+  void* done; /* our copy of TF's callback (sk_done_take) */
+  sim_stream* stream;
+  sk_run_fn run;
+  const char* label;
+  void* args;
+  TF_Tensor** held; /* inputs, outputs and temporaries kept alive */
+  int nheld, capheld;
+  TF_Code code; /* first failure (TF_OK if none) */
+  char msg[512];
+  sk_launch* next; /* completion queue link */
+};
+
+static struct {
+  int sync_launch;
+  int early_completion;
+  pthread_once_t once;
+  int started;
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t cv;
+  sk_launch *head, *tail;
+  int stopping;
+} g = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* ---- failures ---------------------------------------------------------- */
+
+static void vfail(sk_launch* l, TF_Code code, const char* fmt, va_list ap) {
+  if (l->code != TF_OK) return;
+  l->code = code;
+  vsnprintf(l->msg, sizeof(l->msg), fmt, ap);
+}
+
+void sk_fail(sk_launch* l, TF_Code code, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfail(l, code, fmt, ap);
+  va_end(ap);
+}
+
+void sk_run_fail(sk_launch* l, TF_Code code, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfail(l, code, fmt, ap);
+  va_end(ap);
+}
+
+/* Copies a TF_Status failure into the launch ("what: message"). */
+static bool status_ok(sk_launch* l, TF_Status* st, const char* what) {
+  if (TF_GetCode(st) == TF_OK) return true;
+  sk_fail(l, TF_GetCode(st), "%s: %s", what, TF_Message(st));
+  return false;
+}
+
+bool sk_ok(const sk_launch* l) { return l->code == TF_OK; }
+TF_OpKernelContext* sk_context(sk_launch* l) { return l->ctx; }
+
+/* ---- held tensors ------------------------------------------------------ */
+
+static bool hold(sk_launch* l, TF_Tensor* t) {
+  if (l->nheld == l->capheld) {
+    int cap = l->capheld ? 2 * l->capheld : 8;
+    TF_Tensor** h = realloc(l->held, (size_t)cap * sizeof(*h));
+    if (h == NULL) {
+      TF_DeleteTensor(t);
+      sk_fail(l, TF_RESOURCE_EXHAUSTED, "simdev: out of host memory");
+      return false;
+    }
+    l->held = h;
+    l->capheld = cap;
+  }
+  l->held[l->nheld++] = t;
+  return true;
+}
+
+static void release_held(sk_launch* l) {
+  for (int i = 0; i < l->nheld; i++) TF_DeleteTensor(l->held[i]);
+  l->nheld = 0;
+}
+
+/* ---- shapes ------------------------------------------------------------ */
+
+bool sk_shape_of(sk_launch* l, const TF_Tensor* t, sk_shape* out) {
+  int nd = TF_NumDims(t);
+  if (nd > SK_MAX_DIMS) {
+    sk_fail(l, TF_INVALID_ARGUMENT,
+            "simdev kernels support tensors of rank <= %d, got rank %d",
+            SK_MAX_DIMS, nd);
+    return false;
+  }
+  out->nd = nd;
+  out->n = 1;
+  for (int i = 0; i < nd; i++) {
+    out->d[i] = TF_Dim(t, i);
+    out->n *= out->d[i];
+  }
+  return true;
+}
+
+const char* sk_shape_str(const sk_shape* s, char* buf, size_t len) {
+  size_t k = 0;
+  k += (size_t)snprintf(buf + k, len - k, "[");
+  for (int i = 0; i < s->nd && k < len; i++)
+    k += (size_t)snprintf(buf + k, len - k, i ? ",%lld" : "%lld",
+                          (long long)s->d[i]);
+  if (k < len) snprintf(buf + k, len - k, "]");
+  return buf;
+}
+
+bool sk_shape_eq(const sk_shape* a, const sk_shape* b) {
+  if (a->nd != b->nd) return false;
+  for (int i = 0; i < a->nd; i++)
+    if (a->d[i] != b->d[i]) return false;
+  return true;
+}
+
+/* ---- inputs, outputs, scratch ------------------------------------------ */
+
+TF_Tensor* sk_input(sk_launch* l, int i) {
+  if (!sk_ok(l)) return NULL;
+  TF_Status* st = TF_NewStatus();
+  TF_Tensor* t = NULL;
+  TF_GetInput(l->ctx, i, &t, st);
+  bool ok = status_ok(l, st, "reading input");
+  TF_DeleteStatus(st);
+  if (!ok) return NULL;
+  return hold(l, t) ? t : NULL;
+}
+
+TF_Tensor* sk_output(sk_launch* l, int i, const sk_shape* shape) {
+  if (!sk_ok(l)) return NULL;
+  TF_DataType dt = TF_ExpectedOutputDataType(l->ctx, i);
+  size_t bytes = (size_t)shape->n * TF_DataTypeSize(dt);
+  TF_Status* st = TF_NewStatus();
+  TF_Tensor* t =
+      TF_AllocateOutput(l->ctx, i, dt, shape->d, shape->nd, bytes, st);
+  bool ok = status_ok(l, st, "allocating output");
+  TF_DeleteStatus(st);
+  if (!ok) return NULL;
+  return hold(l, t) ? t : NULL;
+}
+
+TF_Tensor* sk_output_forward(sk_launch* l, int in, int i,
+                             const sk_shape* shape) {
+  if (!sk_ok(l)) return NULL;
+  TF_Status* st = TF_NewStatus();
+  int forwarded = -1;
+  TF_Tensor* t = TF_ForwardInputOrAllocateOutput(l->ctx, &in, 1, i, shape->d,
+                                                 shape->nd, &forwarded, st);
+  bool ok = status_ok(l, st, "allocating output");
+  TF_DeleteStatus(st);
+  if (!ok) return NULL;
+  return hold(l, t) ? t : NULL;
+}
+
+void* sk_temp(sk_launch* l, size_t bytes) {
+  if (!sk_ok(l) || bytes == 0) return NULL;
+  int64_t dims[1] = {(int64_t)bytes};
+  TF_AllocatorAttributes attr = {TF_ALLOCATOR_ATTRIBUTES_STRUCT_SIZE, 0};
+  TF_Status* st = TF_NewStatus();
+  TF_Tensor* t = TF_AllocateTemp(l->ctx, TF_UINT8, dims, 1, &attr, st);
+  bool ok = status_ok(l, st, "allocating scratch");
+  TF_DeleteStatus(st);
+  if (!ok) return NULL;
+  return hold(l, t) ? TF_TensorData(t) : NULL;
+}
+
+void sk_output_alias(sk_launch* l, int i, const TF_Tensor* from,
+                     TF_DataType dtype, const sk_shape* shape) {
+  if (!sk_ok(l)) return;
+  int64_t empty[1] = {0};
+  TF_Tensor* to = TF_AllocateTensor(dtype, empty, 1, 0);
+  if (to == NULL) {
+    sk_fail(l, TF_RESOURCE_EXHAUSTED, "simdev: out of host memory");
+    return;
+  }
+  TF_Status* st = TF_NewStatus();
+  TF_TensorBitcastFrom(from, dtype, to, shape->d, shape->nd, st);
+  if (status_ok(l, st, "aliasing output")) {
+    TF_SetOutput(l->ctx, i, to, st);
+    status_ok(l, st, "setting output");
+  }
+  TF_DeleteStatus(st);
+  TF_DeleteTensor(to);
+}
+
+void* sk_args(sk_launch* l, size_t size) {
+  if (!sk_ok(l)) return NULL;
+  SK_CHECK(l->args == NULL); /* one argument block per launch */
+  l->args = calloc(1, size ? size : 1);
+  if (l->args == NULL)
+    sk_fail(l, TF_RESOURCE_EXHAUSTED, "simdev: out of host memory");
+  return l->args;
+}
+
+void sk_work(sk_launch* l, sk_run_fn run, const char* label) {
+  if (!sk_ok(l)) return;
+  l->run = run;
+  l->label = label;
+}
+
+/* ---- completion -------------------------------------------------------- */
+
+static void free_launch(sk_launch* l) {
+  free(l->held);
+  free(l->args);
+  free(l);
+}
+
+/* Reports the launch's failure to TF, releases its tensors, calls done. Runs
+ * on the completion thread, or on TF's thread for launches never queued. */
+static void complete(sk_launch* l) {
+  if (l->code != TF_OK) {
+    TF_Status* st = TF_NewStatus();
+    TF_SetStatus(st, l->code, l->msg);
+    TF_OpKernelContext_Failure(l->ctx, st);
+    TF_DeleteStatus(st);
+  }
+  release_held(l);
+  void* done = l->done;
+  free_launch(l);
+  sk_done_run(done);
+}
+
+static void* completion_main(void* arg) {
+  (void)arg;
+  pthread_setname_np(pthread_self(), "simdev-done");
+  pthread_mutex_lock(&g.lock);
+  for (;;) {
+    while (g.head == NULL && !g.stopping) pthread_cond_wait(&g.cv, &g.lock);
+    sk_launch* l = g.head;
+    if (l == NULL) break; /* stopping and drained */
+    g.head = l->next;
+    if (g.head == NULL) g.tail = NULL;
+    pthread_mutex_unlock(&g.lock);
+    complete(l);
+    pthread_mutex_lock(&g.lock);
+  }
+  pthread_mutex_unlock(&g.lock);
+  return NULL;
+}
+
+static void work_done(sim_work* w, int status) {
+  sk_launch* l = (sk_launch*)w;
+  if (g.early_completion) { /* TF was told long ago; nobody to report to */
+    free_launch(l);
+    return;
+  }
+  if (status != SIM_OK && l->code == TF_OK) {
+    char smsg[256];
+    sim_stream_status(l->stream, smsg, sizeof(smsg));
+    sk_fail(l, TF_INTERNAL, "%s not run: SIMDEV stream failed earlier: %s",
+            l->label, smsg);
+  }
+  pthread_mutex_lock(&g.lock);
+  l->next = NULL;
+  if (g.tail) g.tail->next = l;
+  else g.head = l;
+  g.tail = l;
+  pthread_cond_signal(&g.cv);
+  pthread_mutex_unlock(&g.lock);
+}
+
+static int work_run(sim_work* w, char* msg, size_t msg_len) {
+  (void)msg;
+  (void)msg_len;
+  sk_launch* l = (sk_launch*)w;
+  l->run(l, l->args);
+  return SIM_OK; /* kernel failures are per launch, never sticky */
+}
+
+/* ---- the TF entry point ------------------------------------------------ */
+
+static void compute_async(void* kernel, TF_OpKernelContext* ctx,
+                          TF_AsyncOpKernelDoneCallback* done) {
+  sk_kernel* k = kernel;
+  sk_launch* l = calloc(1, sizeof(*l));
+  if (l == NULL) {
+    TF_Status* st = TF_NewStatus();
+    TF_SetStatus(st, TF_RESOURCE_EXHAUSTED, "simdev: out of host memory");
+    TF_OpKernelContext_Failure(ctx, st);
+    TF_DeleteStatus(st);
+    TF_RunAsyncOpKernelDoneCallback(done);
+    return;
+  }
+  l->ctx = ctx;
+  l->done = sk_done_take(done);
+  if (l->done == NULL) {
+    free(l);
+    TF_Status* st = TF_NewStatus();
+    TF_SetStatus(st, TF_RESOURCE_EXHAUSTED, "simdev: out of host memory");
+    TF_OpKernelContext_Failure(ctx, st);
+    TF_DeleteStatus(st);
+    TF_RunAsyncOpKernelDoneCallback(done);
+    return;
+  }
+
+  k->compute(l, k->state);
+
+  if (!sk_ok(l) || l->run == NULL) { /* failed, or nothing to compute */
+    complete(l);
+    return;
+  }
+  TF_Status* st = TF_NewStatus();
+  SP_Stream sp = TF_GetStream(ctx, st);
+  if (status_ok(l, st, "TF_GetStream") && (sp == NULL || sp->s == NULL))
+    sk_fail(l, TF_INTERNAL, "TF_GetStream returned no SIMDEV stream");
+  TF_DeleteStatus(st);
+  if (!sk_ok(l)) {
+    complete(l);
+    return;
+  }
+  l->stream = sp->s;
+  l->work.run = work_run;
+  l->work.done = work_done;
+  l->work.label = l->label;
+
+  if (g.early_completion) {
+    /* The naive design: TF sees the outputs as ready and drops its inputs
+     * now, while the work is still queued. */
+    release_held(l);
+    sk_done_run(l->done);
+    l->done = NULL;
+    l->ctx = NULL;
+  }
+  sim_stream* s = l->stream;
+  int rc = sim_stream_submit(s, &l->work);
+  SK_CHECK(rc == SIM_OK); /* a complete item on a live stream */
+  /* l may be gone from here on. */
+  if (g.sync_launch && !sim_stream_is_current(s)) sim_stream_synchronize(s);
+}
+
+/* ---- kernels and attributes --------------------------------------------- */
+
+void sk_construction_fail(TF_OpKernelConstruction* c, TF_Code code,
+                          const char* fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  TF_Status* st = TF_NewStatus();
+  TF_SetStatus(st, code, msg);
+  TF_OpKernelConstruction_Failure(c, st);
+  TF_DeleteStatus(st);
+}
+
+void* sk_kernel_new(TF_OpKernelConstruction* c, sk_compute_fn compute,
+                    void* state, void (*free_state)(void*)) {
+  sk_kernel* k = malloc(sizeof(*k));
+  if (k == NULL) {
+    if (free_state) free_state(state);
+    sk_construction_fail(c, TF_RESOURCE_EXHAUSTED, "simdev: out of memory");
+    return NULL;
+  }
+  k->compute = compute;
+  k->state = state;
+  k->free_state = free_state;
+  return k;
+}
+
+static void kernel_delete(void* kernel) {
+  sk_kernel* k = kernel;
+  if (k == NULL) return;
+  if (k->free_state) k->free_state(k->state);
+  free(k);
+}
+
+/* Moves a construction-time TF_Status failure to c. */
+static bool attr_status(TF_OpKernelConstruction* c, TF_Status* st) {
+  bool ok = TF_GetCode(st) == TF_OK;
+  if (!ok) TF_OpKernelConstruction_Failure(c, st);
+  TF_DeleteStatus(st);
+  return ok;
+}
+
+bool sk_attr_type(TF_OpKernelConstruction* c, const char* name,
+                  TF_DataType* out) {
+  TF_Status* st = TF_NewStatus();
+  TF_OpKernelConstruction_GetAttrType(c, name, out, st);
+  return attr_status(c, st);
+}
+
+bool sk_attr_bool(TF_OpKernelConstruction* c, const char* name, bool* out) {
+  TF_Status* st = TF_NewStatus();
+  TF_Bool v = 0;
+  TF_OpKernelConstruction_GetAttrBool(c, name, &v, st);
+  *out = v != 0;
+  return attr_status(c, st);
+}
+
+bool sk_attr_string(TF_OpKernelConstruction* c, const char* name, char* buf,
+                    size_t len) {
+  TF_Status* st = TF_NewStatus();
+  int32_t list_size = 0, total = 0;
+  TF_OpKernelConstruction_GetAttrSize(c, name, &list_size, &total, st);
+  if (TF_GetCode(st) == TF_OK && (total < 0 || (size_t)total >= len))
+    TF_SetStatus(st, TF_INVALID_ARGUMENT, "attribute string too long");
+  if (TF_GetCode(st) == TF_OK) {
+    TF_OpKernelConstruction_GetAttrString(c, name, buf, (size_t)total, st);
+    buf[total] = '\0';
+  }
+  return attr_status(c, st);
+}
+
+bool sk_attr_ints(TF_OpKernelConstruction* c, const char* name, int64_t* out,
+                  int max, int* count) {
+  TF_Status* st = TF_NewStatus();
+  int32_t list_size = 0, total = 0;
+  TF_OpKernelConstruction_GetAttrSize(c, name, &list_size, &total, st);
+  if (TF_GetCode(st) == TF_OK && (list_size < 0 || list_size > max))
+    TF_SetStatus(st, TF_INVALID_ARGUMENT, "attribute list too long");
+  if (TF_GetCode(st) == TF_OK) {
+    TF_OpKernelConstruction_GetAttrInt64List(c, name, out, list_size, st);
+    *count = list_size;
+  }
+  return attr_status(c, st);
+}
+
+/* ---- registration ------------------------------------------------------- */
+
+static bool register_one(const sk_op* op, TF_DataType type, char* msg,
+                         size_t len) {
+  TF_KernelBuilder* b = TF_NewAsyncKernelBuilder(
+      op->name, SK_DEVICE_TYPE, op->create, compute_async, kernel_delete);
+  TF_Status* st = TF_NewStatus();
+  if (op->type_attr != NULL)
+    TF_KernelBuilder_TypeConstraint(b, op->type_attr, type, st);
+  for (const char* const* h = op->host_memory; h && *h; h++)
+    TF_KernelBuilder_HostMemory(b, *h);
+  if (TF_GetCode(st) == TF_OK)
+    TF_RegisterKernelBuilder(op->name, b, st);
+  else
+    TF_DeleteKernelBuilder(b);
+  bool ok = TF_GetCode(st) == TF_OK;
+  if (!ok)
+    snprintf(msg, len, "registering %s (%s): %s", op->name,
+             op->type_attr ? sk_dtype_name(type) : "any type", TF_Message(st));
+  TF_DeleteStatus(st);
+  return ok;
+}
+
+bool sk_register_ops(const sk_op* ops, char* msg, size_t len) {
+  for (const sk_op* op = ops; op->name != NULL; op++) {
+    if (op->type_attr == NULL) {
+      if (!register_one(op, 0, msg, len)) return false;
+      continue;
+    }
+    for (const TF_DataType* t = op->types; *t != 0; t++)
+      if (!register_one(op, *t, msg, len)) return false;
+  }
+  return true;
+}
+
+/* ---- set-up and teardown ------------------------------------------------ */
+
+static void start_completion_thread(void) {
+  pthread_condattr_t a;
+  pthread_condattr_init(&a);
+  pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+  pthread_cond_init(&g.cv, &a);
+  pthread_condattr_destroy(&a);
+  g.started = pthread_create(&g.thread, NULL, completion_main, NULL) == 0;
+}
+
+/* Joins the completion thread when the plugin is unloaded or at exit. */
+__attribute__((destructor)) static void stop_completion_thread(void) {
+  if (!g.started) return;
+  pthread_mutex_lock(&g.lock);
+  g.stopping = 1;
+  pthread_cond_signal(&g.cv);
+  pthread_mutex_unlock(&g.lock);
+  pthread_join(g.thread, NULL);
+  g.started = 0;
+}
+
+bool sk_launch_init(char* msg, size_t len) {
+  sim_config cfg;
+  if (sim_config_from_env(&cfg, msg, len) != SIM_OK) return false;
+  g.sync_launch = cfg.sync_launch;
+  g.early_completion = cfg.unsafe_early_completion;
+  pthread_once(&g.once, start_completion_thread);
+  if (!g.started) {
+    snprintf(msg, len, "simdev: cannot start the completion thread");
+    return false;
+  }
+  return true;
+}
+
+const char* sk_dtype_name(TF_DataType t) {
+  switch (t) {
+    case TF_FLOAT: return "float32";
+    case TF_DOUBLE: return "float64";
+    case TF_HALF: return "float16";
+    case TF_BFLOAT16: return "bfloat16";
+    case TF_INT8: return "int8";
+    case TF_INT16: return "int16";
+    case TF_INT32: return "int32";
+    case TF_INT64: return "int64";
+    case TF_UINT8: return "uint8";
+    case TF_UINT16: return "uint16";
+    case TF_UINT32: return "uint32";
+    case TF_UINT64: return "uint64";
+    case TF_BOOL: return "bool";
+    case TF_COMPLEX64: return "complex64";
+    case TF_COMPLEX128: return "complex128";
+    default: return "other dtype";
+  }
+}

@@ -1,0 +1,175 @@
+/*
+ * sk.h - simdev's kernel framework (src/kernels/), prefix sk_.
+ *
+ * Every simdev kernel is a TF *async* op kernel with the same life cycle,
+ * owned by launch.c:
+ *
+ *   TF thread    compute_async -> sk_begin -> op's compute(l, state):
+ *                  sk_input / validate / sk_fail / sk_output / sk_args,
+ *                  sk_work(l, run, label)
+ *                -> submit one work item to the stream TF_GetStream returns
+ *                   (or complete at once: failure, or nothing to compute)
+ *   stream worker  run(l, args): the arithmetic, in stream order
+ *   "simdev-done"  report a run failure, release the held tensors, call
+ *                  TF's done callback
+ *
+ * Why async kernels. TensorFlow 2.21 serves variables on SIMDEV with its
+ * DEVICE_DEFAULT kernels (AssignVariableOp, AssignAddVariableOp,
+ * AssignSubVariableOp), which read and write device buffers with host code,
+ * outside every stream; the C API that would let a plugin register its own
+ * (kernels_experimental.h) is not in any 2.21 binary. So TF must not see an
+ * output before the stream has written it, and no buffer a queued item still
+ * uses may go back to TF's allocator. Calling `done` only after the item ran
+ * gives both: TF's executor schedules consumers after `done`, and the held
+ * TF_Tensors keep inputs, outputs and temporaries alive until then. TF's
+ * thread still returns right after queuing, and the work runs on the
+ * stream's worker in order. `done` runs on a dedicated thread, never on a
+ * stream worker, because TF may run other kernels from it.
+ *
+ * SIMDEV_SYNC=1 makes compute_async wait until the item ran.
+ * SIMDEV_UNSAFE_EARLY_COMPLETION=1 calls `done` right after queuing and
+ * drops the tensors (the naive design); only the hazard tests use it.
+ *
+ * Thread contract: sk_begin..sk_work run on the calling TF thread; the run
+ * function runs on the stream worker and may only touch its args, sk_run_fail
+ * and sim_parallel_for.
+ */
+#ifndef SIMDEV_KERNELS_SK_H_
+#define SIMDEV_KERNELS_SK_H_
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device_sim/sim.h"
+#include "kernels/sk_tf.h"
+
+#define SK_DEVICE_TYPE "SIMDEV"
+/* Highest rank simdev kernels accept; larger ranks get InvalidArgument. */
+#define SK_MAX_DIMS 16
+
+typedef struct sk_launch sk_launch;
+
+/* ---- shapes ------------------------------------------------------------ */
+typedef struct sk_shape {
+  int nd;
+  int64_t d[SK_MAX_DIMS];
+  int64_t n; /* element count (product of d) */
+} sk_shape;
+
+/* The shape of t (fails the launch if its rank exceeds SK_MAX_DIMS). */
+bool sk_shape_of(sk_launch* l, const TF_Tensor* t, sk_shape* out);
+/* "[2,3,4]" into buf; returns buf. */
+const char* sk_shape_str(const sk_shape* s, char* buf, size_t len);
+bool sk_shape_eq(const sk_shape* a, const sk_shape* b);
+
+/* ---- kernels and their registration ------------------------------------ */
+typedef void (*sk_compute_fn)(sk_launch* l, void* state);
+
+/* What TF keeps per kernel instance (per node): the compute function and the
+ * op's attribute state. */
+typedef struct sk_kernel {
+  sk_compute_fn compute;
+  void* state;
+  void (*free_state)(void*);
+} sk_kernel;
+
+/* For create functions: a kernel running `compute` with `state` (owned; freed
+ * with free_state, which may be NULL). Returns NULL after reporting
+ * ResourceExhausted to c if out of memory. */
+void* sk_kernel_new(TF_OpKernelConstruction* c, sk_compute_fn compute,
+                    void* state, void (*free_state)(void*));
+
+/* Reads a type / string / int list attribute; reports a failure to c and
+ * returns false if missing. */
+bool sk_attr_type(TF_OpKernelConstruction* c, const char* name,
+                  TF_DataType* out);
+bool sk_attr_bool(TF_OpKernelConstruction* c, const char* name, bool* out);
+/* Copies a string attribute into buf (NUL-terminated). */
+bool sk_attr_string(TF_OpKernelConstruction* c, const char* name, char* buf,
+                    size_t len);
+/* Reads an int list of at most max entries; *count receives its length. */
+bool sk_attr_ints(TF_OpKernelConstruction* c, const char* name, int64_t* out,
+                  int max, int* count);
+void sk_construction_fail(TF_OpKernelConstruction* c, TF_Code code,
+                          const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* One registration: op `name` on SIMDEV, once per type in `types` (ended by
+ * 0) for attribute `type_attr`, or once without a type constraint when
+ * type_attr is NULL. `host_memory` lists arguments kept in host memory
+ * (NULL-terminated; may be NULL). */
+typedef struct sk_op {
+  const char* name;
+  void* (*create)(TF_OpKernelConstruction* c);
+  const char* type_attr;
+  const TF_DataType* types;
+  const char* const* host_memory;
+} sk_op;
+
+/* Registers every op of a NULL-name-terminated table. Returns false and
+ * writes the first error to msg. */
+bool sk_register_ops(const sk_op* ops, char* msg, size_t len);
+
+/* Per-family registration, called by TF_InitKernel (kernels.c). */
+bool sk_register_matmul(char* msg, size_t len);
+bool sk_register_conv(char* msg, size_t len);
+bool sk_register_pool(char* msg, size_t len);
+bool sk_register_cwise(char* msg, size_t len);
+bool sk_register_reduce(char* msg, size_t len);
+bool sk_register_softmax(char* msg, size_t len);
+bool sk_register_misc(char* msg, size_t len);
+
+/* ---- launches (TF thread) ---------------------------------------------- */
+/* Whether the launch is still good; every sk_ call below is a no-op on a
+ * failed launch, so a compute function may check once at the end. */
+bool sk_ok(const sk_launch* l);
+/* Fails the launch with a TF error code (InvalidArgument for bad shapes,
+ * as TF's CPU kernels do). The first failure wins. */
+void sk_fail(sk_launch* l, TF_Code code, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+TF_OpKernelContext* sk_context(sk_launch* l);
+
+/* Input i, held until the launch completes. NULL on failure. */
+TF_Tensor* sk_input(sk_launch* l, int i);
+/* Allocates output i with the dtype TF expects, held until completion. */
+TF_Tensor* sk_output(sk_launch* l, int i, const sk_shape* shape);
+/* Output i may reuse input `in` if TF allows it (same size, last user);
+ * otherwise a new buffer. */
+TF_Tensor* sk_output_forward(sk_launch* l, int in, int i,
+                             const sk_shape* shape);
+/* Device scratch of `bytes` bytes (64-byte aligned), held until completion.
+ * NULL on failure or when bytes == 0. */
+void* sk_temp(sk_launch* l, size_t bytes);
+/* Output i aliases tensor `from` with another dtype/shape (no data moves:
+ * Reshape, Identity, Bitcast). The byte sizes must match. */
+void sk_output_alias(sk_launch* l, int i, const TF_Tensor* from,
+                     TF_DataType dtype, const sk_shape* shape);
+/* Zeroed argument block for the run function, freed at completion. */
+void* sk_args(sk_launch* l, size_t size);
+
+/* The work for the stream: run(l, args) on the worker. A launch that never
+ * calls sk_work (e.g. empty outputs) completes without touching the stream. */
+typedef void (*sk_run_fn)(sk_launch* l, void* args);
+void sk_work(sk_launch* l, sk_run_fn run, const char* label);
+
+/* ---- on the worker ----------------------------------------------------- */
+/* Fails the launch from its run function (a data-dependent error such as an
+ * out-of-range label). Only this op fails; the stream stays usable. */
+void sk_run_fail(sk_launch* l, TF_Code code, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- launch.c internals used by kernels.c ------------------------------ */
+/* Reads SIMDEV_SYNC / SIMDEV_UNSAFE_EARLY_COMPLETION and starts the
+ * completion thread. */
+bool sk_launch_init(char* msg, size_t len);
+
+/* ---- helpers ------------------------------------------------------------ */
+static inline const void* sk_data(const TF_Tensor* t) {
+  return TF_TensorData(t);
+}
+static inline void* sk_mdata(TF_Tensor* t) { return TF_TensorData(t); }
+const char* sk_dtype_name(TF_DataType t);
+
+#endif /* SIMDEV_KERNELS_SK_H_ */
