@@ -34,7 +34,7 @@ import pytest
 CHECK_MARK = "@@SIMDEV_CHECK@@ "
 
 # Prepended to every snippet. Names without a leading underscore are meant
-# for snippets: check, raw_equal.
+# for snippets: check, raw_equal, versus_cpu, error_class.
 PRELUDE = r'''
 import json as _json, sys as _sys, threading as _threading
 import traceback as _traceback
@@ -79,6 +79,63 @@ def raw_equal(a, b):
             same = False
     out["equal"] = bool(same)
     return out
+
+def versus_cpu(fn, *args, rtol=1e-5, atol=1e-6, **kw):
+    """Runs fn(*args, **kw) on /device:SIMDEV:0 and on /device:CPU:0 with soft
+    placement off (so a missing SIMDEV kernel raises instead of falling back)
+    and compares. args are NumPy arrays or Python values; NumPy arrays become
+    tensors on the device first. Returns a dict for the report: devices of the
+    outputs, max abs error, and `close` (np.allclose with rtol/atol, NaNs
+    equal, dtypes and shapes equal). fn may return a tensor or a tuple."""
+    import numpy as _np
+    import tensorflow as _tf
+    _tf.config.set_soft_device_placement(False)
+    outs = {}
+    for dev in ("/device:SIMDEV:0", "/device:CPU:0"):
+        with _tf.device(dev):
+            targs = [_tf.constant(a) if isinstance(a, _np.ndarray) else a
+                     for a in args]
+            r = fn(*targs, **kw)
+        outs[dev] = r if isinstance(r, (tuple, list)) else (r,)
+    rep = {"devices": [t.device for t in outs["/device:SIMDEV:0"]],
+           "close": True, "max_abs_err": 0.0, "shapes": []}
+    for a, b in zip(outs["/device:SIMDEV:0"], outs["/device:CPU:0"]):
+        a = a.numpy(); b = b.numpy()
+        rep["shapes"].append(list(a.shape))
+        if a.dtype != b.dtype or a.shape != b.shape:
+            rep["close"] = False
+            rep["mismatch"] = f"{a.dtype}{a.shape} vs {b.dtype}{b.shape}"
+            continue
+        if a.size:
+            af = a.astype(_np.float64) if a.dtype != bool else a
+            bf = b.astype(_np.float64) if b.dtype != bool else b
+            if a.dtype != bool:
+                err = _np.abs(af - bf)
+                err = err[~(_np.isnan(af) & _np.isnan(bf))]
+                if err.size:
+                    rep["max_abs_err"] = max(rep["max_abs_err"], float(_np.nanmax(err)))
+            if not _np.allclose(af, bf, rtol=rtol, atol=atol, equal_nan=True):
+                rep["close"] = False
+    rep["on_simdev"] = all("SIMDEV:0" in d for d in rep["devices"])
+    return rep
+
+def error_class(fn, *args, device, **kw):
+    """Runs fn on `device` (soft placement off); returns the exception class
+    name it raised ("" if none) and the message."""
+    import numpy as _np
+    import tensorflow as _tf
+    _tf.config.set_soft_device_placement(False)
+    try:
+        with _tf.device(device):
+            targs = [_tf.constant(a) if isinstance(a, _np.ndarray) else a
+                     for a in args]
+            r = fn(*targs, **kw)
+            r = r if isinstance(r, (tuple, list)) else (r,)
+            for t in r:
+                t.numpy()
+    except Exception as e:  # the class is what the test compares
+        return type(e).__name__, str(e)[:500]
+    return "", ""
 ''' % {"mark": CHECK_MARK}
 
 
