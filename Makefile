@@ -66,6 +66,7 @@ test: setup
 
 bench: setup
 	$(BUILD)/bench/bench_stream $(PLUGIN)
+	$(VPY) bench/bench_kernels.py
 
 clean:
 	rm -rf $(BUILD) .stamps

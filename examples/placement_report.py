@@ -1,0 +1,88 @@
+"""Which ops of a Keras training step run on SIMDEV, which still run on the
+CPU, and why.
+
+    .venv/bin/python examples/placement_report.py [mlp|cnn ...]
+
+A child process trains two steps on /device:SIMDEV:0 with TF's placement log
+on (the log goes to the child's stderr); this process parses it and asks TF's
+kernel registry why each CPU-placed op type is there.
+"""
+import collections
+import os
+import re
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LOG_LINE = re.compile(r"^(\S+): \((\w+)\): /job:\S+/device:(\w+):\d+", re.M)
+
+CHILD = """
+import sys
+sys.path.insert(0, %r)
+import tensorflow as tf
+import training
+tf.debugging.set_log_device_placement(True)
+training.train(%r, "/device:SIMDEV:0", steps=2)
+"""
+
+
+def placement_log(kind):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="0")
+    p = subprocess.run([sys.executable, "-c", CHILD % (HERE, kind)],
+                       env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"training child failed:\n{p.stderr[-3000:]}")
+    return LOG_LINE.findall(p.stderr)
+
+
+def kernel_devices(op):
+    """{device type: sorted dtype constraint strings} registered for op."""
+    import tensorflow as tf
+    from tensorflow.python.framework import kernels
+
+    out = collections.defaultdict(set)
+    for k in kernels.get_registered_kernels_for_op(op).kernel:
+        types = [tf.dtypes.as_dtype(t).name for c in k.constraint
+                 for t in c.allowed_values.list.type]
+        out[k.device_type].update(types or ["any"])
+    return out
+
+
+def why_on_cpu(op):
+    if op.endswith("Dataset") or "Iterator" in op or op.startswith("Optional"):
+        return "tf.data input pipeline: runs on the host by design"
+    if op in ("_Arg", "_Retval", "NoOp", "Const", "_DeviceArg",
+              "_DeviceRetval", "IdentityN"):
+        return "function plumbing / host-side constant"
+    devs = kernel_devices(op)
+    if "SIMDEV" in devs:
+        return ("SIMDEV kernel registered for %s; this node's dtype is not "
+                "among them" % ",".join(sorted(devs["SIMDEV"])))
+    if "DEFAULT" in devs:
+        return ("only TF's DEVICE_DEFAULT kernel (%s); the placer put it "
+                "with its host-side neighbours" % ",".join(sorted(devs["DEFAULT"])))
+    return "no SIMDEV kernel: simdev does not implement %s" % op
+
+
+def report(kind):
+    rows = placement_log(kind)
+    by_dev = collections.Counter(dev for _, _, dev in rows)
+    cpu = collections.Counter(op for _, op, dev in rows if dev == "CPU")
+    sim = collections.Counter(op for _, op, dev in rows if dev == "SIMDEV")
+    print(f"== {kind}: {len(rows)} placed ops: "
+          + ", ".join(f"{d} {n}" for d, n in sorted(by_dev.items())))
+    print("   on SIMDEV: " + ", ".join(f"{op} x{n}" for op, n in sorted(sim.items())))
+    print("   on CPU:")
+    for op, n in sorted(cpu.items()):
+        print(f"     {op:32s} x{n:<3d} {why_on_cpu(op)}")
+    return sim, cpu
+
+
+def main(argv):
+    kinds = argv[1:] or ["mlp", "cnn"]
+    for kind in kinds:
+        report(kind)
+
+
+if __name__ == "__main__":
+    main(sys.argv)
