@@ -16,6 +16,8 @@ BAD = [
     ("SIMDEV_DEVICE_COUNT", "0"),
     ("SIMDEV_DEVICE_COUNT", "x"),
     ("SIMDEV_DEVICE_COUNT", "17"),  # above the maximum of 16
+    ("SIMDEV_SYNC", "yes"),
+    ("SIMDEV_UNSAFE_EARLY_COMPLETION", "2"),
 ]
 
 IMPORT = """

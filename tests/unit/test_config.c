@@ -1,15 +1,17 @@
 /*
  * test_config.c - sim_config_from_env and sim_strerror.
  *
- * Each test starts with SIMDEV_DEVICE_COUNT and SIMDEV_MEMORY_MB unset; the
+ * Each test starts with every SIMDEV_* variable of kVars unset; the
  * teardown restores whatever the environment had before.
  */
 #include "testutil.h"
 
-static const char* const kVars[] = {"SIMDEV_DEVICE_COUNT", "SIMDEV_MEMORY_MB"};
+static const char* const kVars[] = {"SIMDEV_DEVICE_COUNT", "SIMDEV_MEMORY_MB",
+                                    "SIMDEV_SYNC",
+                                    "SIMDEV_UNSAFE_EARLY_COMPLETION"};
 
 typedef struct saved_env {
-  char* value[2];
+  char* value[4];
 } saved_env;
 
 static int setup(void** state) {
@@ -128,6 +130,26 @@ static void invalid_device_count(void** state) {
     expect_invalid("SIMDEV_DEVICE_COUNT", bad[i]);
 }
 
+/* The launch switches are strict 0/1 flags, off by default. */
+static void launch_flags(void** state) {
+  char msg[256];
+  sim_config cfg;
+  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_OK);
+  assert_int_equal(cfg.sync_launch, 0);
+  assert_int_equal(cfg.unsafe_early_completion, 0);
+  setenv("SIMDEV_SYNC", "1", 1);
+  setenv("SIMDEV_UNSAFE_EARLY_COMPLETION", "1", 1);
+  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_OK);
+  assert_int_equal(cfg.sync_launch, 1);
+  assert_int_equal(cfg.unsafe_early_completion, 1);
+  unsetenv("SIMDEV_UNSAFE_EARLY_COMPLETION");
+  static const char* const bad[] = {"2", "yes", "-1", "", "1x"};
+  for (size_t i = 0; i < TU_ARRAY_SIZE(bad); i++) {
+    expect_invalid("SIMDEV_SYNC", bad[i]);
+    expect_invalid("SIMDEV_UNSAFE_EARLY_COMPLETION", bad[i]);
+  }
+}
+
 /* A bad value next to a good one: still an error naming the bad variable. */
 static void invalid_with_other_valid(void** state) {
   setenv("SIMDEV_MEMORY_MB", "64", 1);
@@ -173,6 +195,7 @@ static void strerror_all(void** state) {
 int main(int argc, char** argv) {
   tu_init(argc, argv);
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(launch_flags, setup, teardown),
       cmocka_unit_test_setup_teardown(defaults, setup, teardown),
       cmocka_unit_test_setup_teardown(valid_values, setup, teardown),
       cmocka_unit_test_setup_teardown(one_var_set, setup, teardown),
