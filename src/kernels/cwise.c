@@ -1,58 +1,195 @@
-/* cwise.c - elementwise kernels (work in progress: Relu only). */
-#include "kernels/sk.h"
+/*
+ * cwise.c - unary elementwise ops and the gradients of activations, plus the
+ * registration of the whole cwise family (cwise_binary.c, cwise_bias.c).
+ *
+ * Unary ops (Neg, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Relu, Abs,
+ * Reciprocal) and gradient ops (ReluGrad, TanhGrad, SigmoidGrad, SqrtGrad,
+ * RsqrtGrad) run through the shared elementwise driver with a flat plan
+ * (cwise.h), so they get the same parallel split as the binary ops.
+ *
+ * Numerics follow TF's CPU kernels where they are observable: Relu keeps NaN
+ * and -0 (it is max(x, 0) with x on ties), ReluGrad is
+ * gradients * (features > 0) so a NaN gradient stays NaN, int64 Neg wraps.
+ * Transcendentals use libm (TF uses Eigen's approximations; both are within a
+ * few ulp).
+ */
+#include "kernels/cwise.h"
 
-typedef struct relu_args {
-  TF_DataType dt;
-  const void* x;
-  void* y;
-  int64_t n;
-} relu_args;
+#include <math.h>
 
-static void relu_range(void* arg, int64_t b, int64_t e) {
-  relu_args* a = arg;
-  if (a->dt == TF_FLOAT) {
-    const float* x = a->x;
-    float* y = a->y;
-    for (int64_t i = b; i < e; i++) y[i] = x[i] > 0.f ? x[i] : 0.f;
-  } else {
-    const double* x = a->x;
-    double* y = a->y;
-    for (int64_t i = b; i < e; i++) y[i] = x[i] > 0. ? x[i] : 0.;
-  }
+const TF_DataType sk_cw_float_types[] = {TF_FLOAT, TF_DOUBLE, 0};
+const TF_DataType sk_cw_float_i64_types[] = {TF_FLOAT, TF_DOUBLE, TF_INT64, 0};
+
+/* ---- unary ops --------------------------------------------------------- */
+
+/* tanhf from glibc goes through a slow expm1f (25x slower than TF's CPU
+ * kernel); double exp is fast and, for |x| >= 1e-4, (e - 1) / (e + 1) in
+ * double keeps a relative error near 1e-12, so the float result is
+ * correctly rounded in practice. Below 1e-4, tanh(x) rounds to x; above
+ * 10, to +-1. NaN goes through exp and stays NaN. */
+static inline float tanhf_via_exp(float x) {
+  double d = x, ad = fabs(d);
+  if (ad < 1e-4) return x;
+  if (ad > 10) return copysignf(1.f, x);
+  double e = exp(2 * ad);
+  return (float)copysign((e - 1) / (e + 1), d);
 }
 
-static void relu_run(sk_launch* l, void* args) {
-  (void)l;
-  relu_args* a = args;
-  sim_parallel_for(a->n, 1 << 15, relu_range, a);
-}
+#define UNARY_OP(op, EXPR)           \
+  SK_CW_UNARY(op##_f32, float, EXPR) \
+  SK_CW_UNARY(op##_f64, double, EXPR)
 
-static void relu_compute(sk_launch* l, void* state) {
-  (void)state;
+// clang-format off
+UNARY_OP(neg, -a)
+UNARY_OP(square, a * a)
+UNARY_OP(sqrt, SK_CW_M(sqrt, a))
+UNARY_OP(rsqrt, 1 / SK_CW_M(sqrt, a))
+UNARY_OP(exp, SK_CW_M(exp, a))
+UNARY_OP(log, SK_CW_M(log, a))
+SK_CW_UNARY(tanh_f32, float, tanhf_via_exp(a))
+SK_CW_UNARY(tanh_f64, double, tanh(a))
+UNARY_OP(sigmoid, 1 / (1 + SK_CW_M(exp, -a)))
+UNARY_OP(relu, a < 0 ? 0 : a)
+UNARY_OP(abs, SK_CW_M(fabs, a))
+UNARY_OP(reciprocal, 1 / a)
+SK_CW_UNARY(neg_i64, int64_t, (int64_t)(0 - (uint64_t)a))
+// clang-format on
+
+static const sk_cw_op kNeg = {"Neg", {neg_f32, neg_f64, neg_i64}};
+static const sk_cw_op kSquare = {"Square", {square_f32, square_f64, NULL}};
+static const sk_cw_op kSqrt = {"Sqrt", {sqrt_f32, sqrt_f64, NULL}};
+static const sk_cw_op kRsqrt = {"Rsqrt", {rsqrt_f32, rsqrt_f64, NULL}};
+static const sk_cw_op kExp = {"Exp", {exp_f32, exp_f64, NULL}};
+static const sk_cw_op kLog = {"Log", {log_f32, log_f64, NULL}};
+static const sk_cw_op kTanh = {"Tanh", {tanh_f32, tanh_f64, NULL}};
+static const sk_cw_op kSigmoid = {"Sigmoid", {sigmoid_f32, sigmoid_f64, NULL}};
+static const sk_cw_op kRelu = {"Relu", {relu_f32, relu_f64, NULL}};
+static const sk_cw_op kAbs = {"Abs", {abs_f32, abs_f64, NULL}};
+static const sk_cw_op kReciprocal = {"Reciprocal",
+                                     {reciprocal_f32, reciprocal_f64, NULL}};
+
+/* TF thread: y = op(x), same shape. */
+static void unary_compute(sk_launch* l, void* state) {
+  const sk_cw_op* op = state;
   TF_Tensor* x = sk_input(l, 0);
   sk_shape s;
   if (x == NULL || !sk_shape_of(l, x, &s)) return;
+  TF_DataType dt = TF_TensorType(x);
+  sk_cw_loop loop = sk_cw_pick(l, &op->loops, dt, op->name);
   TF_Tensor* y = sk_output(l, 0, &s);
-  relu_args* a = sk_args(l, sizeof(*a));
-  if (!sk_ok(l) || s.n == 0) return;
-  a->dt = TF_TensorType(x);
-  a->x = sk_data(x);
-  a->y = sk_mdata(y);
-  a->n = s.n;
-  sk_work(l, relu_run, "Relu");
+  if (loop == NULL || y == NULL) return;
+  sk_cw_bcast plan;
+  sk_cw_bcast_flat(s.n, &plan);
+  sk_cw_launch(l, loop, dt, x, x, y, &plan, op->name);
 }
 
-static void* relu_create(TF_OpKernelConstruction* c) {
-  return sk_kernel_new(c, relu_compute, NULL, NULL);
+/* ---- gradient ops: z = f(input 0, input 1), no broadcasting ------------ */
+
+/* ReluGrad(gradients a, features b); the others take (y a, dy b). */
+#define GRAD_OP(op, EXPR)             \
+  SK_CW_BINARY(op##_f32, float, EXPR) \
+  SK_CW_BINARY(op##_f64, double, EXPR)
+
+// clang-format off
+GRAD_OP(relugrad, a * (b > 0 ? 1 : 0))
+GRAD_OP(tanhgrad, b * (1 - a * a))
+GRAD_OP(sigmoidgrad, b * a * (1 - a))
+GRAD_OP(sqrtgrad, 0.5f * b / a)
+GRAD_OP(rsqrtgrad, -0.5f * (b * a) * (a * a))
+// clang-format on
+
+/* ReluGrad checks shapes (TF's ValidateSameShape); the Eigen-based
+ * gradients only check element counts and take input 0's shape. */
+typedef struct grad_op {
+  sk_cw_op op;
+  bool same_shape;
+} grad_op;
+
+static const grad_op kReluGrad = {
+    {"ReluGrad", {relugrad_f32, relugrad_f64, NULL}}, true};
+static const grad_op kTanhGrad = {
+    {"TanhGrad", {tanhgrad_f32, tanhgrad_f64, NULL}}, false};
+static const grad_op kSigmoidGrad = {
+    {"SigmoidGrad", {sigmoidgrad_f32, sigmoidgrad_f64, NULL}}, false};
+static const grad_op kSqrtGrad = {
+    {"SqrtGrad", {sqrtgrad_f32, sqrtgrad_f64, NULL}}, false};
+static const grad_op kRsqrtGrad = {
+    {"RsqrtGrad", {rsqrtgrad_f32, rsqrtgrad_f64, NULL}}, false};
+
+static void grad_compute(sk_launch* l, void* state) {
+  const grad_op* g = state;
+  TF_Tensor* x = sk_input(l, 0);
+  TF_Tensor* y = sk_input(l, 1);
+  sk_shape xs, ys;
+  if (x == NULL || y == NULL || !sk_shape_of(l, x, &xs) ||
+      !sk_shape_of(l, y, &ys))
+    return;
+  char a[400], b[400];
+  if (g->same_shape && !sk_shape_eq(&xs, &ys)) {
+    sk_fail(l, TF_INVALID_ARGUMENT,
+            "Inputs to operation %s of type %s must have the same size and "
+            "shape.  Input 0: %s != input 1: %s",
+            g->op.name, g->op.name, sk_shape_str(&xs, a, sizeof(a)),
+            sk_shape_str(&ys, b, sizeof(b)));
+    return;
+  }
+  if (xs.n != ys.n) {
+    sk_fail(l, TF_INVALID_ARGUMENT,
+            "The two arguments to a cwise op must have same number of "
+            "elements, got %lld and %lld",
+            (long long)xs.n, (long long)ys.n);
+    return;
+  }
+  TF_DataType dt = TF_TensorType(x);
+  sk_cw_loop loop = sk_cw_pick(l, &g->op.loops, dt, g->op.name);
+  TF_Tensor* z = sk_output(l, 0, &xs);
+  if (loop == NULL || z == NULL) return;
+  sk_cw_bcast plan;
+  sk_cw_bcast_flat(xs.n, &plan);
+  sk_cw_launch(l, loop, dt, x, y, z, &plan, g->op.name);
 }
 
-static const TF_DataType kFloatTypes[] = {TF_FLOAT, TF_DOUBLE, 0};
+/* ---- registration ------------------------------------------------------ */
 
+SK_CW_CREATE(neg_create, unary_compute, &kNeg)
+SK_CW_CREATE(square_create, unary_compute, &kSquare)
+SK_CW_CREATE(sqrt_create, unary_compute, &kSqrt)
+SK_CW_CREATE(rsqrt_create, unary_compute, &kRsqrt)
+SK_CW_CREATE(exp_create, unary_compute, &kExp)
+SK_CW_CREATE(log_create, unary_compute, &kLog)
+SK_CW_CREATE(tanh_create, unary_compute, &kTanh)
+SK_CW_CREATE(sigmoid_create, unary_compute, &kSigmoid)
+SK_CW_CREATE(relu_create, unary_compute, &kRelu)
+SK_CW_CREATE(abs_create, unary_compute, &kAbs)
+SK_CW_CREATE(reciprocal_create, unary_compute, &kReciprocal)
+SK_CW_CREATE(relugrad_create, grad_compute, &kReluGrad)
+SK_CW_CREATE(tanhgrad_create, grad_compute, &kTanhGrad)
+SK_CW_CREATE(sigmoidgrad_create, grad_compute, &kSigmoidGrad)
+SK_CW_CREATE(sqrtgrad_create, grad_compute, &kSqrtGrad)
+SK_CW_CREATE(rsqrtgrad_create, grad_compute, &kRsqrtGrad)
+
+#define FLOATS sk_cw_float_types
 static const sk_op kOps[] = {
-    {"Relu", relu_create, "T", kFloatTypes, NULL},
+    {"Neg", neg_create, "T", sk_cw_float_i64_types, NULL},
+    {"Square", square_create, "T", FLOATS, NULL},
+    {"Sqrt", sqrt_create, "T", FLOATS, NULL},
+    {"Rsqrt", rsqrt_create, "T", FLOATS, NULL},
+    {"Exp", exp_create, "T", FLOATS, NULL},
+    {"Log", log_create, "T", FLOATS, NULL},
+    {"Tanh", tanh_create, "T", FLOATS, NULL},
+    {"Sigmoid", sigmoid_create, "T", FLOATS, NULL},
+    {"Relu", relu_create, "T", FLOATS, NULL},
+    {"Abs", abs_create, "T", FLOATS, NULL},
+    {"Reciprocal", reciprocal_create, "T", FLOATS, NULL},
+    {"ReluGrad", relugrad_create, "T", FLOATS, NULL},
+    {"TanhGrad", tanhgrad_create, "T", FLOATS, NULL},
+    {"SigmoidGrad", sigmoidgrad_create, "T", FLOATS, NULL},
+    {"SqrtGrad", sqrtgrad_create, "T", FLOATS, NULL},
+    {"RsqrtGrad", rsqrtgrad_create, "T", FLOATS, NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
 bool sk_register_cwise(char* msg, size_t len) {
-  return sk_register_ops(kOps, msg, len);
+  return sk_register_ops(kOps, msg, len) && sk_cw_register_binary(msg, len) &&
+         sk_cw_register_bias(msg, len);
 }

@@ -1,0 +1,260 @@
+/*
+ * cwise_binary.c - broadcasting binary elementwise ops (AddV2, Sub, Mul,
+ * RealDiv, DivNoNan, Maximum, Minimum, Pow, SquaredDifference) and the
+ * elementwise driver all cwise kernels share (see cwise.h for the plan
+ * format).
+ *
+ * Broadcasting follows NumPy/TF: shapes are right-aligned, each dimension
+ * pair must be equal or contain a 1, and a 0 against a 1 gives 0. Unlike
+ * TF's CPU kernels (which stop at 8 collapsed dimensions) any rank up to
+ * SK_MAX_DIMS is accepted.
+ *
+ * Numerics follow TF's CPU kernels: Maximum/Minimum propagate NaN from
+ * either side and otherwise return x on ties (so max(-0, +0) is -0, as in
+ * std::max); DivNoNan is 0 wherever y == 0, even for x NaN; int64 add, sub
+ * and mul wrap around in two's complement.
+ */
+#include <math.h>
+
+#include "kernels/cwise.h"
+
+/* ---- plans ------------------------------------------------------------- */
+
+void sk_cw_bcast_plan(const sk_shape* out, const sk_shape* x, const sk_shape* y,
+                      sk_cw_bcast* plan) {
+  bool fx[SK_MAX_DIMS], fy[SK_MAX_DIMS]; /* operand full (not broadcast) */
+  int m = 0;
+  plan->n = 1;
+  for (int k = 0; k < out->nd; k++) {
+    int64_t d = out->d[k];
+    plan->n *= d;
+    if (d == 1) continue; /* no effect on any offset */
+    bool bx = x->d[k] != 1, by = y->d[k] != 1;
+    if (m > 0 && fx[m - 1] == bx && fy[m - 1] == by) {
+      plan->d[m - 1] *= d; /* same pattern as the dimension before: merge */
+      continue;
+    }
+    plan->d[m] = d;
+    fx[m] = bx;
+    fy[m] = by;
+    m++;
+  }
+  if (m == 0) { /* one element */
+    plan->d[0] = 1;
+    fx[0] = fy[0] = true;
+    m = 1;
+  }
+  plan->nd = m;
+  int64_t stride_x = 1, stride_y = 1;
+  for (int k = m - 1; k >= 0; k--) {
+    plan->sx[k] = fx[k] ? stride_x : 0;
+    plan->sy[k] = fy[k] ? stride_y : 0;
+    if (fx[k]) stride_x *= plan->d[k];
+    if (fy[k]) stride_y *= plan->d[k];
+  }
+}
+
+bool sk_cw_bcast_shapes(const sk_shape* x, const sk_shape* y, sk_shape* out,
+                        sk_cw_bcast* plan) {
+  int nd = x->nd > y->nd ? x->nd : y->nd;
+  sk_shape px = {.nd = nd}, py = {.nd = nd};
+  out->nd = nd;
+  out->n = 1;
+  for (int k = 0; k < nd; k++) {
+    int ix = k - (nd - x->nd), iy = k - (nd - y->nd);
+    int64_t dx = ix >= 0 ? x->d[ix] : 1, dy = iy >= 0 ? y->d[iy] : 1;
+    if (dx != dy && dx != 1 && dy != 1) return false;
+    px.d[k] = dx;
+    py.d[k] = dy;
+    out->d[k] = dx == 1 ? dy : dx;
+    out->n *= out->d[k];
+  }
+  px.n = x->n;
+  py.n = y->n;
+  sk_cw_bcast_plan(out, &px, &py, plan);
+  return true;
+}
+
+void sk_cw_bcast_flat(int64_t n, sk_cw_bcast* plan) {
+  plan->nd = 1;
+  plan->n = n;
+  plan->d[0] = n;
+  plan->sx[0] = plan->sy[0] = 1;
+}
+
+/* ---- the driver (stream worker) ---------------------------------------- */
+
+typedef struct cw_args {
+  sk_cw_loop loop;
+  size_t es; /* element size in bytes */
+  const char* x;
+  const char* y;
+  char* z;
+  sk_cw_bcast plan;
+} cw_args;
+
+/* Output elements [b, e): walks the plan's index from b, one call of the
+ * loop per run along the last dimension. */
+static void cw_range(void* arg, int64_t b, int64_t e) {
+  const cw_args* a = arg;
+  const sk_cw_bcast* p = &a->plan;
+  const int last = p->nd - 1;
+  int64_t idx[SK_MAX_DIMS];
+  int64_t ox = 0, oy = 0, rem = b;
+  for (int k = last; k >= 0; k--) {
+    idx[k] = rem % p->d[k];
+    rem /= p->d[k];
+    ox += idx[k] * p->sx[k];
+    oy += idx[k] * p->sy[k];
+  }
+  sk_cw_mode mode = SK_CW_VV;
+  if (p->sx[last] == 0 && p->sy[last] != 0) mode = SK_CW_SV;
+  if (p->sy[last] == 0 && p->sx[last] != 0) mode = SK_CW_VS;
+  for (int64_t i = b; i < e;) {
+    int64_t cnt = p->d[last] - idx[last];
+    if (cnt > e - i) cnt = e - i;
+    a->loop(a->x + ox * a->es, a->y + oy * a->es, a->z + i * a->es, cnt, mode);
+    i += cnt;
+    if (i >= e) break;
+    /* Back to the start of this run, then to the next one (with carries). */
+    ox -= idx[last] * p->sx[last];
+    oy -= idx[last] * p->sy[last];
+    idx[last] = 0;
+    for (int k = last - 1; k >= 0; k--) {
+      idx[k]++;
+      ox += p->sx[k];
+      oy += p->sy[k];
+      if (idx[k] < p->d[k]) break;
+      ox -= p->d[k] * p->sx[k];
+      oy -= p->d[k] * p->sy[k];
+      idx[k] = 0;
+    }
+  }
+}
+
+static void cw_run(sk_launch* l, void* args) {
+  (void)l;
+  cw_args* a = args;
+  sim_parallel_for(a->plan.n, SK_CW_GRAIN, cw_range, a);
+}
+
+void sk_cw_launch(sk_launch* l, sk_cw_loop loop, TF_DataType dt,
+                  const TF_Tensor* x, const TF_Tensor* y, TF_Tensor* z,
+                  const sk_cw_bcast* plan, const char* label) {
+  if (!sk_ok(l) || plan->n == 0) return;
+  cw_args* a = sk_args(l, sizeof(*a));
+  if (a == NULL) return;
+  a->loop = loop;
+  a->es = TF_DataTypeSize(dt);
+  a->x = sk_data(x);
+  a->y = sk_data(y);
+  a->z = sk_mdata(z);
+  a->plan = *plan;
+  sk_work(l, cw_run, label);
+}
+
+sk_cw_loop sk_cw_pick(sk_launch* l, const sk_cw_loops* loops, TF_DataType dt,
+                      const char* op) {
+  sk_cw_loop f = NULL;
+  if (dt == TF_FLOAT) f = loops->f32;
+  if (dt == TF_DOUBLE) f = loops->f64;
+  if (dt == TF_INT64) f = loops->i64;
+  if (f == NULL)
+    sk_fail(l, TF_UNIMPLEMENTED, "simdev: %s has no %s kernel", op,
+            sk_dtype_name(dt));
+  return f;
+}
+
+/* ---- binary ops -------------------------------------------------------- */
+
+/* int64 arithmetic through uint64: wraps instead of being undefined. */
+// clang-format off
+#define WRAP(op) ((int64_t)((uint64_t)a op (uint64_t)b))
+/* NaN from either side, else std::max / std::min (x on ties). */
+#define FMAX (isnan(a) ? a : isnan(b) ? b : a < b ? b : a)
+#define FMIN (isnan(a) ? a : isnan(b) ? b : b < a ? b : a)
+
+#define FLOAT_OP(op, EXPR)               \
+  SK_CW_BINARY(op##_f32, float, EXPR)    \
+  SK_CW_BINARY(op##_f64, double, EXPR)
+
+FLOAT_OP(add, a + b)
+FLOAT_OP(sub, a - b)
+FLOAT_OP(mul, a * b)
+FLOAT_OP(div, a / b)
+FLOAT_OP(divnonan, b == 0 ? 0 : a / b)
+FLOAT_OP(max, FMAX)
+FLOAT_OP(min, FMIN)
+FLOAT_OP(sqdiff, (a - b) * (a - b))
+SK_CW_BINARY(pow_f32, float, powf(a, b))
+SK_CW_BINARY(pow_f64, double, pow(a, b))
+SK_CW_BINARY(add_i64, int64_t, WRAP(+))
+SK_CW_BINARY(sub_i64, int64_t, WRAP(-))
+SK_CW_BINARY(mul_i64, int64_t, WRAP(*))
+SK_CW_BINARY(max_i64, int64_t, a < b ? b : a)
+SK_CW_BINARY(min_i64, int64_t, b < a ? b : a)
+// clang-format on
+
+const sk_cw_loops sk_cw_add_loops = {add_f32, add_f64, add_i64};
+
+static const sk_cw_op kAdd = {"AddV2", {add_f32, add_f64, add_i64}};
+static const sk_cw_op kSub = {"Sub", {sub_f32, sub_f64, sub_i64}};
+static const sk_cw_op kMul = {"Mul", {mul_f32, mul_f64, mul_i64}};
+static const sk_cw_op kDiv = {"RealDiv", {div_f32, div_f64, NULL}};
+static const sk_cw_op kDivNoNan = {"DivNoNan",
+                                   {divnonan_f32, divnonan_f64, NULL}};
+static const sk_cw_op kMax = {"Maximum", {max_f32, max_f64, max_i64}};
+static const sk_cw_op kMin = {"Minimum", {min_f32, min_f64, min_i64}};
+static const sk_cw_op kPow = {"Pow", {pow_f32, pow_f64, NULL}};
+static const sk_cw_op kSqDiff = {"SquaredDifference",
+                                 {sqdiff_f32, sqdiff_f64, NULL}};
+
+/* TF thread: z = op(x, y) with broadcasting. */
+static void binary_compute(sk_launch* l, void* state) {
+  const sk_cw_op* op = state;
+  TF_Tensor* x = sk_input(l, 0);
+  TF_Tensor* y = sk_input(l, 1);
+  sk_shape xs, ys, zs;
+  sk_cw_bcast plan;
+  if (x == NULL || y == NULL || !sk_shape_of(l, x, &xs) ||
+      !sk_shape_of(l, y, &ys))
+    return;
+  if (!sk_cw_bcast_shapes(&xs, &ys, &zs, &plan)) {
+    char a[400], b[400];
+    sk_fail(l, TF_INVALID_ARGUMENT, "Incompatible shapes: %s vs. %s",
+            sk_shape_str(&xs, a, sizeof(a)), sk_shape_str(&ys, b, sizeof(b)));
+    return;
+  }
+  TF_DataType dt = TF_TensorType(x);
+  sk_cw_loop loop = sk_cw_pick(l, &op->loops, dt, op->name);
+  TF_Tensor* z = sk_output(l, 0, &zs);
+  if (loop == NULL || z == NULL) return;
+  sk_cw_launch(l, loop, dt, x, y, z, &plan, op->name);
+}
+
+SK_CW_CREATE(add_create, binary_compute, &kAdd)
+SK_CW_CREATE(sub_create, binary_compute, &kSub)
+SK_CW_CREATE(mul_create, binary_compute, &kMul)
+SK_CW_CREATE(div_create, binary_compute, &kDiv)
+SK_CW_CREATE(divnonan_create, binary_compute, &kDivNoNan)
+SK_CW_CREATE(max_create, binary_compute, &kMax)
+SK_CW_CREATE(min_create, binary_compute, &kMin)
+SK_CW_CREATE(pow_create, binary_compute, &kPow)
+SK_CW_CREATE(sqdiff_create, binary_compute, &kSqDiff)
+
+static const sk_op kOps[] = {
+    {"AddV2", add_create, "T", sk_cw_float_i64_types, NULL},
+    {"Sub", sub_create, "T", sk_cw_float_i64_types, NULL},
+    {"Mul", mul_create, "T", sk_cw_float_i64_types, NULL},
+    {"RealDiv", div_create, "T", sk_cw_float_types, NULL},
+    {"DivNoNan", divnonan_create, "T", sk_cw_float_types, NULL},
+    {"Maximum", max_create, "T", sk_cw_float_i64_types, NULL},
+    {"Minimum", min_create, "T", sk_cw_float_i64_types, NULL},
+    {"Pow", pow_create, "T", sk_cw_float_types, NULL},
+    {"SquaredDifference", sqdiff_create, "T", sk_cw_float_types, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+bool sk_cw_register_binary(char* msg, size_t len) {
+  return sk_register_ops(kOps, msg, len);
+}

@@ -1,0 +1,183 @@
+"""MatMul and BatchMatMulV2 on SIMDEV against TF's CPU kernels.
+
+One subprocess runs every case twice, on /device:SIMDEV:0 and on
+/device:CPU:0 with soft placement off (so a missing SIMDEV kernel fails
+instead of falling back), and compares: random inputs, every transpose /
+adjoint combination, numpy batch broadcasting, zero-size dimensions (K == 0
+must give zeros), 1x1, odd sizes, a large product, float32 and float64.
+Bad shapes must raise the same exception class as on CPU, and SIMDEV must
+still work afterwards. Results must also be bit-identical run to run.
+"""
+import pytest
+
+# name -> (a shape, b shape, op, kwargs). op "mm" is tf.linalg.matmul, which
+# emits MatMul for rank 2 and BatchMatMulV2 above; "bmm" is the raw
+# BatchMatMulV2 (also for rank 2 operands, or ranks that differ).
+CASES = {
+    "mm basic": ((5, 7), (7, 3), "mm", {}),
+    "mm ta": ((7, 5), (7, 3), "mm", {"transpose_a": True}),
+    "mm tb": ((5, 7), (3, 7), "mm", {"transpose_b": True}),
+    "mm ta tb": ((7, 5), (3, 7), "mm", {"transpose_a": True, "transpose_b": True}),
+    "mm 1x1": ((1, 1), (1, 1), "mm", {}),
+    "mm odd": ((33, 17), (17, 65), "mm", {}),
+    "mm vector-like": ((1, 129), (129, 1), "mm", {}),
+    "mm k=0": ((3, 0), (0, 4), "mm", {}),
+    "mm k=0 ta tb": ((0, 3), (4, 0), "mm", {"transpose_a": True, "transpose_b": True}),
+    "mm m=0": ((0, 5), (5, 4), "mm", {}),
+    "mm n=0": ((3, 5), (5, 0), "mm", {}),
+    "mm large": ((1024, 1536), (1536, 1280), "mm", {}),
+    "bmm same batch": ((4, 5, 7), (4, 7, 3), "mm", {}),
+    "bmm adj_x": ((4, 7, 5), (4, 7, 3), "bmm", {"adj_x": True}),
+    "bmm adj_y": ((4, 5, 7), (4, 3, 7), "bmm", {"adj_y": True}),
+    "bmm adj both": ((4, 7, 5), (4, 3, 7), "bmm", {"adj_x": True, "adj_y": True}),
+    "bmm broadcast": ((4, 1, 5, 7), (3, 7, 2), "mm", {}),
+    "bmm broadcast adj": ((4, 1, 7, 5), (3, 2, 7), "bmm", {"adj_x": True, "adj_y": True}),
+    "bmm broadcast x": ((1, 5, 7), (6, 7, 2), "mm", {}),
+    "bmm rank2 x rank3": ((5, 7), (6, 7, 2), "bmm", {}),
+    "bmm rank2 both": ((5, 7), (7, 2), "bmm", {}),
+    "bmm shared y": ((4, 6, 5, 7), (7, 2), "bmm", {}),
+    "bmm shared y batch1": ((3, 5, 7), (1, 7, 2), "mm", {}),
+    "bmm shared y adj_y": ((3, 5, 7), (1, 2, 7), "bmm", {"adj_y": True}),
+    "bmm many small": ((2000, 8, 8), (2000, 8, 8), "mm", {}),
+    "bmm 1x1": ((1, 1, 1), (1, 1, 1), "mm", {}),
+    "bmm zero batch": ((0, 3, 4), (0, 4, 5), "mm", {}),
+    "bmm zero batch broadcast": ((2, 0, 3, 4), (1, 4, 5), "mm", {}),
+    "bmm k=0": ((3, 2, 0), (3, 0, 4), "mm", {}),
+    "bmm large": ((16, 256, 384), (16, 384, 256), "mm", {}),
+}
+DTYPES = ["float32", "float64"]
+
+ERRORS = {
+    "mm incompatible": ((2, 3), (4, 5), "mm", {}),
+    "mm incompatible ta": ((2, 3), (2, 5), "mm", {"transpose_b": True}),
+    "mm rank3": ((2, 3, 4), (4, 5), "raw mm", {}),
+    "mm rank1": ((3,), (3, 5), "raw mm", {}),
+    "bmm incompatible": ((2, 2, 3), (2, 4, 5), "bmm", {}),
+    "bmm batch mismatch": ((2, 2, 3), (3, 3, 5), "bmm", {}),
+    "bmm rank1": ((3,), (3, 5), "bmm", {}),
+}
+
+SCRIPT = f"CASES = {CASES!r}\nDTYPES = {DTYPES!r}\nERRORS = {ERRORS!r}\n" + r"""
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.ops import gen_math_ops
+
+tf.config.set_soft_device_placement(False)
+rng = np.random.default_rng(7)
+SIMDEV = "/device:SIMDEV:0"
+
+def op_fn(op):
+    if op == "mm":
+        return tf.linalg.matmul
+    if op == "raw mm":
+        return gen_math_ops.mat_mul
+    return gen_math_ops.batch_mat_mul_v2
+
+def tol(dtype, a_shape, b_shape):
+    if dtype == "float64":
+        return dict(rtol=1e-10, atol=1e-10)
+    k = max(a_shape[-1], a_shape[-2] if len(a_shape) > 1 else 1)
+    return dict(rtol=1e-4, atol=1e-5 * max(1, k))  # sums in another order
+
+for name, (sa, sb, op, kw) in CASES.items():
+    for dt in DTYPES:
+        a = rng.standard_normal(sa).astype(dt)
+        b = rng.standard_normal(sb).astype(dt)
+        check(f"{name} {dt}")(
+            lambda: versus_cpu(op_fn(op), a, b, **tol(dt, sa, sb), **kw))
+
+# K == 0 must be exact zeros (gemm with k == 0 may leave C untouched).
+@check("k=0 zeros")
+def _():
+    with tf.device(SIMDEV):
+        full = tf.constant(np.full((64, 64), 7.0, np.float32))
+        garbage = tf.matmul(full, full).numpy()
+        del garbage  # leaves non-zero bytes in the allocator for reuse
+        c = tf.matmul(tf.constant(np.zeros((64, 0), np.float32)),
+                      tf.constant(np.zeros((0, 64), np.float32)))
+        d = gen_math_ops.batch_mat_mul_v2(
+            tf.constant(np.zeros((3, 64, 0))), tf.constant(np.zeros((3, 0, 64))))
+    return {"devices": [c.device, d.device],
+            "max_abs": float(max(np.abs(c.numpy()).max(),
+                                 np.abs(d.numpy()).max()))}
+
+@check("deterministic")
+def _():
+    a = rng.standard_normal((700, 900)).astype(np.float32)
+    b = rng.standard_normal((900, 500)).astype(np.float32)
+    x = rng.standard_normal((300, 16, 24)).astype(np.float32)
+    y = rng.standard_normal((300, 24, 16)).astype(np.float32)
+    with tf.device(SIMDEV):
+        ta, tb, tx, ty = map(tf.constant, (a, b, x, y))
+        r1 = [tf.matmul(ta, tb).numpy(), tf.matmul(tx, ty).numpy()]
+        r2 = [tf.matmul(ta, tb).numpy(), tf.matmul(tx, ty).numpy()]
+    return {"equal": [raw_equal(p, q)["equal"] for p, q in zip(r1, r2)]}
+
+@check("gradient tape")
+def _():
+    a = rng.standard_normal((6, 9)).astype(np.float32)
+    b = rng.standard_normal((9, 4)).astype(np.float32)
+    dc = rng.standard_normal((6, 4)).astype(np.float32)
+    def grads(a, b, dc):
+        with tf.GradientTape() as t:
+            t.watch([a, b])
+            c = tf.matmul(a, b)
+        return tuple(t.gradient(c, [a, b], output_gradients=dc))
+    return versus_cpu(grads, a, b, dc, rtol=1e-5, atol=1e-5)
+
+for name, (sa, sb, op, kw) in ERRORS.items():
+    a = np.ones(sa, np.float32)
+    b = np.ones(sb, np.float32)
+    @check(f"error {name}")
+    def _():
+        sim = error_class(op_fn(op), a, b, device=SIMDEV, **kw)
+        cpu = error_class(op_fn(op), a, b, device="/device:CPU:0", **kw)
+        after = versus_cpu(tf.linalg.matmul, np.ones((3, 4), np.float32),
+                           np.ones((4, 2), np.float32))
+        return {"sim": sim, "cpu": cpu, "after": after}
+"""
+
+
+@pytest.fixture(scope="module")
+def mm(run_tf):
+    return run_tf(SCRIPT, timeout=240)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", list(CASES))
+def test_versus_cpu(mm, name, dtype):
+    d = mm.data(f"{name} {dtype}")
+    assert d["on_simdev"], f"result not on SIMDEV: {d['devices']}"
+    assert d["close"], f"SIMDEV differs from CPU: {d}"
+
+
+def test_k0_gives_zeros(mm):
+    d = mm.data("k=0 zeros")
+    assert all(dev.endswith("SIMDEV:0") for dev in d["devices"]), d
+    assert d["max_abs"] == 0.0, d
+
+
+def test_deterministic(mm):
+    d = mm.data("deterministic")
+    assert d["equal"] == [True, True], d
+
+
+def test_gradient_tape(mm):
+    d = mm.data("gradient tape")
+    assert d["on_simdev"] and d["close"], d
+
+
+@pytest.mark.parametrize("name", list(ERRORS))
+def test_error_class_matches_cpu(mm, name):
+    d = mm.data(f"error {name}")
+    sim_cls, sim_msg = d["sim"]
+    cpu_cls, cpu_msg = d["cpu"]
+    assert cpu_cls, f"CPU accepted the bad input: {d}"
+    assert sim_cls == cpu_cls, f"SIMDEV raised {sim_cls!r} ({sim_msg}), " \
+                               f"CPU {cpu_cls!r} ({cpu_msg})"
+    assert "SIMDEV" in sim_msg, f"error did not come from SIMDEV: {sim_msg}"
+    assert d["after"]["on_simdev"] and d["after"]["close"], d["after"]
+
+
+def test_clean_exit(mm):
+    mm.assert_clean_exit()
