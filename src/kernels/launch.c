@@ -1,14 +1,17 @@
 /*
  * launch.c - the life cycle of a kernel launch (see sk.h for the design):
  * TF's compute_async -> the op's compute function -> one stream work item ->
- * the completion thread, which reports, releases and calls TF's done.
+ * on the stream worker, right after the arithmetic: report a failure,
+ * release the held tensors, run TF's done callback.
  *
- * Completion thread contract: `cq` (a mutex-protected FIFO of finished
- * launches) is filled by stream workers and drained by the single thread
- * "simdev-done". It is the only thread that calls TF's done callback for a
- * queued launch, so TF never runs its executor on a stream worker.
+ * TF's done is cheap: in eager mode it wakes the waiting caller; in a graph
+ * it propagates outputs and hands ready nodes to TF's inter-op thread pool
+ * (the executor passes no inline queue for async kernels). Running it on the
+ * worker saves a thread hand-off per op. The one thing the worker must never
+ * do is wait for its own stream, so SIMDEV_SYNC does not wait when a launch
+ * comes from a worker (TF's inline runner), and device_sim refuses
+ * synchronize calls from a stream's own worker.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,20 +45,13 @@ struct sk_launch {
   int nheld, capheld;
   TF_Code code; /* first failure (TF_OK if none) */
   char msg[512];
-  sk_launch* next; /* completion queue link */
 };
 
+/* Set once by sk_launch_init (TF_InitKernel), before any kernel runs. */
 static struct {
   int sync_launch;
   int early_completion;
-  pthread_once_t once;
-  int started;
-  pthread_t thread;
-  pthread_mutex_t lock;
-  pthread_cond_t cv;
-  sk_launch *head, *tail;
-  int stopping;
-} g = {.once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER};
+} g;
 
 /* ---- failures ---------------------------------------------------------- */
 
@@ -242,7 +238,7 @@ static void free_launch(sk_launch* l) {
 }
 
 /* Reports the launch's failure to TF, releases its tensors, calls done. Runs
- * on the completion thread, or on TF's thread for launches never queued. */
+ * on the stream worker, or on TF's thread for launches never queued. */
 static void complete(sk_launch* l) {
   if (l->code != TF_OK) {
     TF_Status* st = TF_NewStatus();
@@ -254,24 +250,6 @@ static void complete(sk_launch* l) {
   void* done = l->done;
   free_launch(l);
   sk_done_run(done);
-}
-
-static void* completion_main(void* arg) {
-  (void)arg;
-  pthread_setname_np(pthread_self(), "simdev-done");
-  pthread_mutex_lock(&g.lock);
-  for (;;) {
-    while (g.head == NULL && !g.stopping) pthread_cond_wait(&g.cv, &g.lock);
-    sk_launch* l = g.head;
-    if (l == NULL) break; /* stopping and drained */
-    g.head = l->next;
-    if (g.head == NULL) g.tail = NULL;
-    pthread_mutex_unlock(&g.lock);
-    complete(l);
-    pthread_mutex_lock(&g.lock);
-  }
-  pthread_mutex_unlock(&g.lock);
-  return NULL;
 }
 
 static void work_done(sim_work* w, int status) {
@@ -286,13 +264,7 @@ static void work_done(sim_work* w, int status) {
     sk_fail(l, TF_INTERNAL, "%s not run: SIMDEV stream failed earlier: %s",
             l->label, smsg);
   }
-  pthread_mutex_lock(&g.lock);
-  l->next = NULL;
-  if (g.tail) g.tail->next = l;
-  else g.head = l;
-  g.tail = l;
-  pthread_cond_signal(&g.cv);
-  pthread_mutex_unlock(&g.lock);
+  complete(l);
 }
 
 static int work_run(sim_work* w, char* msg, size_t msg_len) {
@@ -486,38 +458,13 @@ bool sk_register_ops(const sk_op* ops, char* msg, size_t len) {
   return true;
 }
 
-/* ---- set-up and teardown ------------------------------------------------ */
-
-static void start_completion_thread(void) {
-  pthread_condattr_t a;
-  pthread_condattr_init(&a);
-  pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-  pthread_cond_init(&g.cv, &a);
-  pthread_condattr_destroy(&a);
-  g.started = pthread_create(&g.thread, NULL, completion_main, NULL) == 0;
-}
-
-/* Joins the completion thread when the plugin is unloaded or at exit. */
-__attribute__((destructor)) static void stop_completion_thread(void) {
-  if (!g.started) return;
-  pthread_mutex_lock(&g.lock);
-  g.stopping = 1;
-  pthread_cond_signal(&g.cv);
-  pthread_mutex_unlock(&g.lock);
-  pthread_join(g.thread, NULL);
-  g.started = 0;
-}
+/* ---- set-up ----------------------------------------------------------- */
 
 bool sk_launch_init(char* msg, size_t len) {
   sim_config cfg;
   if (sim_config_from_env(&cfg, msg, len) != SIM_OK) return false;
   g.sync_launch = cfg.sync_launch;
   g.early_completion = cfg.unsafe_early_completion;
-  pthread_once(&g.once, start_completion_thread);
-  if (!g.started) {
-    snprintf(msg, len, "simdev: cannot start the completion thread");
-    return false;
-  }
   return true;
 }
 

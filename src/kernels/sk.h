@@ -9,8 +9,8 @@
  *                  sk_work(l, run, label)
  *                -> submit one work item to the stream TF_GetStream returns
  *                   (or complete at once: failure, or nothing to compute)
- *   stream worker  run(l, args): the arithmetic, in stream order
- *   "simdev-done"  report a run failure, release the held tensors, call
+ *   stream worker  run(l, args): the arithmetic, in stream order; then
+ *                  report a run failure, release the held tensors and call
  *                  TF's done callback
  *
  * Why async kernels. TensorFlow 2.21 serves variables on SIMDEV with its
@@ -23,8 +23,8 @@
  * gives both: TF's executor schedules consumers after `done`, and the held
  * TF_Tensors keep inputs, outputs and temporaries alive until then. TF's
  * thread still returns right after queuing, and the work runs on the
- * stream's worker in order. `done` runs on a dedicated thread, never on a
- * stream worker, because TF may run other kernels from it.
+ * stream's worker in order. (TF 2.21's C async-kernel API hands us a done
+ * pointer that dies when compute_async returns; done_shim.cc copies it.)
  *
  * SIMDEV_SYNC=1 makes compute_async wait until the item ran.
  * SIMDEV_UNSAFE_EARLY_COMPLETION=1 calls `done` right after queuing and
@@ -161,8 +161,7 @@ void sk_run_fail(sk_launch* l, TF_Code code, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* ---- launch.c internals used by kernels.c ------------------------------ */
-/* Reads SIMDEV_SYNC / SIMDEV_UNSAFE_EARLY_COMPLETION and starts the
- * completion thread. */
+/* Reads SIMDEV_SYNC / SIMDEV_UNSAFE_EARLY_COMPLETION. */
 bool sk_launch_init(char* msg, size_t len);
 
 /* ---- helpers ------------------------------------------------------------ */
