@@ -425,13 +425,15 @@ bool sk_attr_ints(TF_OpKernelConstruction* c, const char* name, int64_t* out,
 
 /* ---- registration ------------------------------------------------------- */
 
-static bool register_one(const sk_op* op, TF_DataType type, char* msg,
-                         size_t len) {
+static bool register_one(const sk_op* op, TF_DataType type, TF_DataType type2,
+                         char* msg, size_t len) {
   TF_KernelBuilder* b = TF_NewAsyncKernelBuilder(
       op->name, SK_DEVICE_TYPE, op->create, compute_async, kernel_delete);
   TF_Status* st = TF_NewStatus();
   if (op->type_attr != NULL)
     TF_KernelBuilder_TypeConstraint(b, op->type_attr, type, st);
+  if (op->type_attr2 != NULL && TF_GetCode(st) == TF_OK)
+    TF_KernelBuilder_TypeConstraint(b, op->type_attr2, type2, st);
   for (const char* const* h = op->host_memory; h && *h; h++)
     TF_KernelBuilder_HostMemory(b, *h);
   if (TF_GetCode(st) == TF_OK)
@@ -440,20 +442,22 @@ static bool register_one(const sk_op* op, TF_DataType type, char* msg,
     TF_DeleteKernelBuilder(b);
   bool ok = TF_GetCode(st) == TF_OK;
   if (!ok)
-    snprintf(msg, len, "registering %s (%s): %s", op->name,
-             op->type_attr ? sk_dtype_name(type) : "any type", TF_Message(st));
+    snprintf(msg, len, "registering %s (%s%s%s): %s", op->name,
+             op->type_attr ? sk_dtype_name(type) : "any type",
+             op->type_attr2 ? ", " : "",
+             op->type_attr2 ? sk_dtype_name(type2) : "", TF_Message(st));
   TF_DeleteStatus(st);
   return ok;
 }
 
 bool sk_register_ops(const sk_op* ops, char* msg, size_t len) {
+  static const TF_DataType kNone[] = {TF_FLOAT, 0}; /* one pass, unused */
   for (const sk_op* op = ops; op->name != NULL; op++) {
-    if (op->type_attr == NULL) {
-      if (!register_one(op, 0, msg, len)) return false;
-      continue;
-    }
-    for (const TF_DataType* t = op->types; *t != 0; t++)
-      if (!register_one(op, *t, msg, len)) return false;
+    const TF_DataType* t1 = op->type_attr ? op->types : kNone;
+    const TF_DataType* t2 = op->type_attr2 ? op->types2 : kNone;
+    for (const TF_DataType* a = t1; *a != 0; a++)
+      for (const TF_DataType* b = t2; *b != 0; b++)
+        if (!register_one(op, *a, *b, msg, len)) return false;
   }
   return true;
 }

@@ -97,8 +97,10 @@ void sk_construction_fail(TF_OpKernelConstruction* c, TF_Code code,
     __attribute__((format(printf, 3, 4)));
 
 /* One registration: op `name` on SIMDEV, once per type in `types` (ended by
- * 0) for attribute `type_attr`, or once without a type constraint when
- * type_attr is NULL. `host_memory` lists arguments kept in host memory
+ * 0) for attribute `type_attr` (times each of `types2` for `type_attr2`), or
+ * once without a type constraint when type_attr is NULL. A constraint keeps
+ * TF's placer honest: a type simdev cannot run is placed elsewhere under soft
+ * placement instead of failing on SIMDEV. `host_memory` lists arguments kept in host memory
  * (NULL-terminated; may be NULL). */
 typedef struct sk_op {
   const char* name;
@@ -106,6 +108,10 @@ typedef struct sk_op {
   const char* type_attr;
   const TF_DataType* types;
   const char* const* host_memory;
+  /* Optional second constraint (e.g. Cast's DstT): one registration per
+   * pair of types. NULL: none. */
+  const char* type_attr2;
+  const TF_DataType* types2;
 } sk_op;
 
 /* Registers every op of a NULL-name-terminated table. Returns false and

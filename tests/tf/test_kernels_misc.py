@@ -1,0 +1,587 @@
+"""The misc kernel family against TF's CPU kernels (soft placement off):
+Bitcast, Reshape, Identity (aliasing, no copy), Cast, Fill, ZerosLike,
+OnesLike, Transpose, Tile, BroadcastTo, Pack, ConcatV2.
+
+One subprocess runs every case. Data movement is compared bit for bit on
+random bit patterns (NaN payloads included); Cast bit for bit except where
+TF itself is not deterministic (see CAST_SKIP). Every case checks that the
+SIMDEV result really is on SIMDEV. Bad inputs must raise the same exception
+class on SIMDEV as on CPU, from the SIMDEV kernel, with TF's wording; a good
+op runs afterwards in the same process.
+"""
+import pytest
+
+SCRIPT = r'''
+import gc
+import numpy as np
+import tensorflow as tf
+
+tf.config.set_soft_device_placement(False)
+SIM, CPU = "/device:SIMDEV:0", "/device:CPU:0"
+rng = np.random.default_rng(20240607)
+BF16 = tf.bfloat16.as_numpy_dtype
+R = tf.raw_ops
+
+MOVE_TYPES = ["float32", "float64", "half", "bfloat16", "int64", "uint8",
+              "bool", "int8", "int16", "complex64"]
+FILL_TYPES = ["float32", "float64", "int64", "half", "bfloat16"]
+CAST_TYPES = ["float32", "float64", "int32", "int64", "uint8", "bool",
+              "half", "bfloat16"]
+BITCAST_TYPES = ["float32", "float64", "int32", "int64", "uint8", "int8",
+                 "int16", "uint16", "uint32", "uint64", "half", "bfloat16",
+                 "complex64"]
+
+def npt(name):
+    return BF16 if name == "bfloat16" else np.dtype(name).type
+
+def rand(name, shape):
+    """Random bit patterns (floats: NaNs, infs and denormals included)."""
+    shape = tuple(shape)
+    n = int(np.prod(shape, dtype=np.int64))
+    if name == "bool":
+        return (rng.integers(0, 2, n) == 1).reshape(shape)
+    dt = np.dtype(npt(name))
+    return np.frombuffer(rng.bytes(n * dt.itemsize), dtype=dt).reshape(shape).copy()
+
+def run(dev, fn, args):
+    with tf.device(dev):
+        targs = [tf.constant(a) if isinstance(a, np.ndarray) else a for a in args]
+        return fn(*targs)
+
+def same(fn, *args):
+    """"" if fn gives the same bytes, dtype and shape on SIMDEV and CPU and
+    the SIMDEV result is on SIMDEV; else what differs."""
+    s = run(SIM, fn, args)
+    c = run(CPU, fn, args)
+    if "SIMDEV:0" not in s.device:
+        return f"result on {s.device}"
+    r = raw_equal(s.numpy(), c.numpy())
+    if not r["equal"]:
+        return f"differs from CPU: {r}"
+    return ""
+
+def collect(cases):
+    """Runs (label, fn, args) cases; returns {"count", "bad"}."""
+    bad = []
+    for label, fn, args in cases:
+        try:
+            p = same(fn, *args)
+        except Exception as e:
+            p = f"raised {type(e).__name__}: {str(e)[:300]}"
+        if p:
+            bad.append(f"{label}: {p}")
+    return {"count": len(cases), "bad": bad[:20], "nbad": len(bad)}
+
+@check("cast soft placement")
+def _():
+    tf.config.set_soft_device_placement(True)
+    try:
+        with tf.device("/device:SIMDEV:0"):
+            y = tf.cast(tf.constant([1.0, 2.0]), tf.complex64)
+        v = y.numpy()
+        return {"device": y.device,
+                "value": [[float(z.real), float(z.imag)] for z in v]}
+    finally:
+        tf.config.set_soft_device_placement(False)
+
+@check("registered")
+def _():
+    """dtypes of the SIMDEV kernels per op ("any" when unconstrained)."""
+    from tensorflow.python.framework import kernels
+    out = {}
+    for op in ("Bitcast", "Reshape", "Identity", "Cast", "Fill", "ZerosLike",
+               "OnesLike", "Transpose", "Tile", "BroadcastTo", "Pack", "ConcatV2"):
+        types = []
+        for k in kernels.get_registered_kernels_for_op(op).kernel:
+            if k.device_type != "SIMDEV":
+                continue
+            cs = [c for c in k.constraint if c.name in ("T", "SrcT")]
+            types += [tf.as_dtype(t).name for c in cs
+                      for t in c.allowed_values.list.type] or ["any"]
+        # Cast registers once per (SrcT, DstT) pair: list each SrcT once.
+        out[op] = sorted(set(types)) if op == "Cast" else sorted(types)
+    return out
+
+# ---- Bitcast ---------------------------------------------------------------
+@check("bitcast pairs")
+def _():
+    cases = []
+    for a in BITCAST_TYPES:
+        for b in BITCAST_TYPES:
+            sa, sb = np.dtype(npt(a)).itemsize, np.dtype(npt(b)).itemsize
+            r = max(sa, sb) // min(sa, sb)
+            shapes = [[2, 3], [1, 1]] if sa == sb else [[5], [1]]
+            if sa < sb:
+                shapes = [[3, r], [1, r], [2, 7, r]]
+            if sa >= sb:
+                shapes += [[]]
+            shapes += [[0, r]] if sa < sb else [[0], [3, 0]]
+            for sh in shapes:
+                cases.append((f"{a}->{b} {sh}",
+                              lambda x, b=b: tf.bitcast(x, tf.as_dtype(b)),
+                              (rand(a, sh),)))
+    cases.append(("big float32->uint8",
+                  lambda x: tf.bitcast(x, tf.uint8), (rand("float32", [1 << 21]),)))
+    return collect(cases)
+
+def mem_current():
+    return tf.config.experimental.get_memory_info("SIMDEV:0")["current"]
+
+@check("alias no copy")
+def _():
+    """Bitcast, Reshape, Identity and same-type Cast of a 32 MiB tensor on
+    SIMDEV allocate nothing."""
+    with tf.device(SIM):
+        x = tf.identity(tf.constant(rand("float32", [1 << 23])))
+    gc.collect()
+    out = {}
+    for name, fn in [("bitcast", lambda: tf.bitcast(x, tf.int32)),
+                     ("reshape", lambda: tf.reshape(x, [-1, 1024])),
+                     ("identity", lambda: tf.identity(x)),
+                     ("cast same", lambda: tf.cast(x, tf.float32))]:
+        before = mem_current()
+        with tf.device(SIM):
+            y = fn()
+        grew = mem_current() - before
+        out[name] = {"grew": grew, "device": y.device,
+                     "equal": y.numpy().tobytes() == x.numpy().tobytes()}
+        del y
+    return out
+
+# ---- Reshape, Identity -----------------------------------------------------
+RESHAPES = [([6], [2, 3]), ([6], [-1, 2]), ([2, 3], [-1]), ([1], []),
+            ([], [1, 1]), ([1, 1], [-1]), ([0], [-1, 0]), ([0], [-1, 3]),
+            ([2, 0, 3], [0, -1]), ([3, 0], [0, 5]), ([7, 11, 13], [13, -1, 7]),
+            ([4, 6], [2, 2, 2, 3])]
+
+@check("reshape")
+def _():
+    cases = []
+    for t in MOVE_TYPES:
+        for src, dst in RESHAPES:
+            for it in (tf.int32, tf.int64):
+                cases.append((f"{t} {src}->{dst} {it.name}",
+                              lambda x, dst=dst, it=it: tf.reshape(x, tf.constant(dst, it)),
+                              (rand(t, src),)))
+    cases.append(("scalar shape", lambda x: R.Reshape(tensor=x, shape=np.array(2, np.int32)),
+                  (rand("float32", [2]),)))
+    cases.append(("big", lambda x: tf.reshape(x, [-1, 3, 7]), (rand("float32", [3 * 7 * 200001]),)))
+    return collect(cases)
+
+@check("identity")
+def _():
+    cases = [(f"{t} {sh}", tf.identity, (rand(t, sh),))
+             for t in MOVE_TYPES for sh in ([], [0], [1, 1], [3, 0, 2], [17, 5])]
+    cases.append(("big", tf.identity, (rand("float64", [1 << 21]),)))
+    return collect(cases)
+
+# ---- Cast --------------------------------------------------------------------
+SPECIALS = [0.0, -0.0, 1.5, -1.5, 2.5, -2.5, 0.5, 255.9, -0.9, 3e9, -3e9, 1e20,
+            -1e20, np.inf, -np.inf, np.nan, -np.nan, 1e-40, -1e-40, 1e-310,
+            65504, 65519, 65520, 1e-6, 3e-8, 6e-8, 1.00390625 + 1e-6,
+            1 + 2**-11 + 2**-40, 2**31, -2**31, 2**31 - 64, 2**63, -2**63,
+            16777217, 2**24 + 2**16 + 1]
+
+def cast_source(name, n):
+    if name == "bool":
+        return rng.integers(0, 2, n) == 1
+    dt = np.dtype(npt(name))
+    if name in ("int32", "int64", "uint8"):
+        info = np.iinfo(dt)
+        v = rng.integers(info.min, info.max, n, dtype=np.int64, endpoint=True).astype(dt)
+        sp = [0, 1, -1, 255, 256, 300, info.max, info.min, 65504, 65519,
+              65520, 16777217, 2**24 + 2**16 + 1]
+        v[:len(sp)] = np.array(sp, np.int64).astype(dt)
+        return v
+    v = rand(name, [n])  # random bits ...
+    with np.errstate(all="ignore"):
+        k = n - n // 2
+        mid = rng.standard_normal(k) * 10.0 ** rng.integers(-12, 12, k)
+        v[n // 2:] = mid.astype(dt)  # ... and ordinary magnitudes
+        v[:len(SPECIALS)] = np.array(SPECIALS, np.float64).astype(dt)
+    return v
+
+def float_bits_equal(a, b):
+    """Same bits, except that any NaN equals any NaN (TF's float->bfloat16
+    NaN sign depends on vectorisation)."""
+    if a.dtype.kind not in "fc" and a.dtype != BF16:
+        return np.array_equal(a.view(np.uint8), b.view(np.uint8))
+    an, bn = np.isnan(a.astype(np.float64) if a.dtype == BF16 else a), \
+             np.isnan(b.astype(np.float64) if b.dtype == BF16 else b)
+    if not np.array_equal(an, bn):
+        return False
+    w = a.dtype.itemsize
+    av = a.view(np.uint8).reshape(-1, w)[~an.reshape(-1)]
+    bv = b.view(np.uint8).reshape(-1, w)[~bn.reshape(-1)]
+    return np.array_equal(av, bv)
+
+def cast_ambiguous(src, dst, x):
+    """TF's float -> uint8 saturates in its vector loop and wraps in the
+    scalar tail: for truncated values outside [0, 256) (and inside int32)
+    the result depends on the element's position."""
+    if dst != "uint8" or src in ("int32", "int64", "uint8", "bool"):
+        return np.zeros(x.shape, bool)
+    with np.errstate(all="ignore"):
+        f = x.astype(np.float64)
+        return ((f >= 256) & (f < 2**31)) | ((f <= -1) & (f > -2**31 - 1))
+
+@check("cast pairs")
+def _():
+    bad, count = [], 0
+    for src in CAST_TYPES:
+        x = cast_source(src, 4099)
+        for dst in CAST_TYPES:
+            for trunc in (False, True):
+                for sh in ((4099,), (0, 3), (), (1, 1)):
+                    xs = x[:int(np.prod(sh))].reshape(sh)
+                    fn = lambda t, dst=dst, trunc=trunc: R.Cast(
+                        x=t, DstT=tf.as_dtype(dst), Truncate=trunc)
+                    s, c = run(SIM, fn, (xs,)), run(CPU, fn, (xs,))
+                    count += 1
+                    a, b = s.numpy(), c.numpy()
+                    label = f"{src}->{dst} trunc={trunc} {sh}"
+                    if "SIMDEV:0" not in s.device:
+                        bad.append(f"{label}: on {s.device}")
+                        continue
+                    if a.dtype != b.dtype or a.shape != b.shape:
+                        bad.append(f"{label}: {a.dtype}{a.shape} vs {b.dtype}{b.shape}")
+                        continue
+                    keep = ~cast_ambiguous(src, dst, xs).reshape(-1)
+                    a1, b1 = a.reshape(-1)[keep], b.reshape(-1)[keep]
+                    if not float_bits_equal(a1, b1):
+                        i = int(np.flatnonzero(a1.view(np.uint8).reshape(len(a1), -1).any(1) !=
+                                               b1.view(np.uint8).reshape(len(b1), -1).any(1))[:1].sum())
+                        bad.append(f"{label}: differs (e.g. x={xs.reshape(-1)[keep][i]!r} "
+                                   f"simdev={a1[i]!r} cpu={b1[i]!r})")
+    return {"count": count, "bad": bad[:20], "nbad": len(bad)}
+
+@check("cast big")
+def _():
+    cases = []
+    for src, dst in (("float32", "half"), ("float64", "int32"),
+                     ("int64", "float32"), ("bfloat16", "float64"),
+                     ("float32", "uint8")):
+        n = 3_000_001
+        if src in ("float32", "float64", "bfloat16"):
+            x = (rng.standard_normal(n) * 100).astype(npt(src))
+            if dst == "uint8":
+                x = np.abs(x).clip(0, 255.9).astype(npt(src))
+        else:
+            x = rng.integers(-2**40, 2**40, n).astype(npt(src))
+        cases.append((f"{src}->{dst}", lambda t, dst=dst: tf.cast(t, tf.as_dtype(dst)), (x,)))
+    return collect(cases)
+
+# ---- Fill, ZerosLike, OnesLike ----------------------------------------------
+FILL_SHAPES = [[], [0], [1, 1], [3, 5, 7], [2, 0, 3], [1001]]
+
+@check("fill")
+def _():
+    cases = []
+    for t in FILL_TYPES:
+        for sh in FILL_SHAPES:
+            for it in (tf.int32, tf.int64):
+                v = rand(t, [])
+                cases.append((f"{t} {sh} {it.name}",
+                              lambda v, sh=sh, it=it: R.Fill(dims=tf.constant(sh, it), value=v),
+                              (v,)))
+        cases.append((f"{t} vector value", lambda v: R.Fill(dims=[2, 3], value=v),
+                      (rand(t, [1]),)))
+    cases.append(("big", lambda v: tf.fill([2048, 2049], v), (rand("float32", []),)))
+    cases.append(("scalar dims", lambda v: R.Fill(dims=np.array(3, np.int32), value=v),
+                  (rand("float32", []),)))
+    return collect(cases)
+
+@check("zeros ones like")
+def _():
+    cases = []
+    for t in FILL_TYPES:
+        for sh in FILL_SHAPES:
+            x = rand(t, sh)
+            cases.append((f"zeros {t} {sh}", tf.zeros_like, (x,)))
+            cases.append((f"ones {t} {sh}", tf.ones_like, (x,)))
+    cases.append(("big ones", tf.ones_like, (rand("bfloat16", [4_000_037]),)))
+    cases.append(("big zeros", tf.zeros_like, (rand("float64", [4_000_037]),)))
+    return collect(cases)
+
+# ---- Transpose ----------------------------------------------------------------
+def transposes():
+    out = [([], []), ([1, 1], [1, 0]), ([7, 13], [1, 0]), ([3, 1, 5], [2, 0, 1]),
+           ([0, 4], [1, 0]), ([2, 3, 4, 5], [3, 1, 0, 2]), ([2, 3, 4, 5], [0, 1, 3, 2]),
+           ([4, 5, 6], [0, 1, 2]), ([5, 1, 3], [1, 0, 2]), ([33, 65], [1, 0]),
+           ([3, 37, 41], [0, 2, 1]), ([2, 3, 4], [-1, 0, 1])]
+    r = np.random.default_rng(5)
+    for rank in (5, 8, 16):
+        dims = list(r.choice([1, 2, 3], rank)) if rank < 16 else [2] * 10 + [1] * 6
+        out.append(([int(d) for d in dims], [int(p) for p in r.permutation(rank)]))
+    return out
+
+@check("transpose")
+def _():
+    cases = []
+    for t in MOVE_TYPES:
+        for sh, perm in transposes():
+            for it in (tf.int32, tf.int64):
+                cases.append((f"{t} {sh} {perm} {it.name}",
+                              lambda x, perm=perm, it=it: tf.transpose(x, tf.constant(perm, it)),
+                              (rand(t, sh),)))
+    return collect(cases)
+
+@check("transpose big")
+def _():
+    return collect([
+        ("f32 2-D", lambda x: tf.transpose(x), (rand("float32", [2001, 3003]),)),
+        ("u8 2-D", lambda x: tf.transpose(x), (rand("uint8", [1999, 2001]),)),
+        ("f64 3-D", lambda x: tf.transpose(x, [1, 2, 0]), (rand("float64", [3, 1001, 1000]),)),
+        ("half batched", lambda x: tf.transpose(x, [0, 2, 1]), (rand("half", [4, 1000, 999]),)),
+        ("f32 wide", lambda x: tf.transpose(x), (rand("float32", [3, 1_000_003]),)),
+        ("f32 tall", lambda x: tf.transpose(x), (rand("float32", [1_000_003, 3]),)),
+    ])
+
+# ---- Tile, BroadcastTo ----------------------------------------------------------
+TILES = [([], []), ([1, 1], [3, 2]), ([2, 3], [2, 1]), ([2, 3], [1, 1]),
+         ([3, 1, 2], [2, 3, 0]), ([0, 3], [2, 2]), ([5], [7]), ([2, 3, 4], [3, 1, 2]),
+         ([1], [1001])]
+
+@check("tile")
+def _():
+    cases = []
+    for t in MOVE_TYPES:
+        for sh, m in TILES:
+            for it in (tf.int32, tf.int64):
+                cases.append((f"{t} {sh} x{m} {it.name}",
+                              lambda x, m=m, it=it: tf.tile(x, tf.constant(m, it)),
+                              (rand(t, sh),)))
+    cases.append(("big", lambda x: tf.tile(x, [2, 3]), (rand("float32", [1000, 1001]),)))
+    return collect(cases)
+
+BROADCASTS = [([], [4, 3]), ([3], [2, 3]), ([3, 1], [3, 4]), ([1, 3], [5, 3]),
+              ([2, 1, 3], [2, 4, 3]), ([2, 3], [2, 3]), ([0, 3], [2, 0, 3]),
+              ([1], [0]), ([1, 1], [1, 1]), ([5, 1, 7], [3, 5, 2, 7])]
+
+@check("broadcast_to")
+def _():
+    cases = []
+    for t in MOVE_TYPES:
+        for sh, o in BROADCASTS:
+            for it in (tf.int32, tf.int64):
+                cases.append((f"{t} {sh}->{o} {it.name}",
+                              lambda x, o=o, it=it: tf.broadcast_to(x, tf.constant(o, it)),
+                              (rand(t, sh),)))
+    cases.append(("big row", lambda x: tf.broadcast_to(x, [2048, 2048]), (rand("float32", [1, 2048]),)))
+    cases.append(("big col", lambda x: tf.broadcast_to(x, [2048, 1001]), (rand("int64", [2048, 1]),)))
+    cases.append(("big scalar", lambda x: tf.broadcast_to(x, [3_000_017]), (rand("half", []),)))
+    return collect(cases)
+
+# ---- Pack, ConcatV2 ---------------------------------------------------------------
+@check("pack")
+def _():
+    cases = []
+    for t in MOVE_TYPES:
+        for sh in ([], [3], [2, 3], [0, 3], [4, 1, 5]):
+            for n in (1, 2, 5):
+                for axis in range(-len(sh) - 1, len(sh) + 1):
+                    xs = [rand(t, sh) for _ in range(n)]
+                    cases.append((f"{t} {n}x{sh} axis={axis}",
+                                  lambda *v, axis=axis: tf.stack(list(v), axis=axis), xs))
+    xs = [rand("float32", [1000, 1000]) for _ in range(3)]
+    cases.append(("big", lambda *v: tf.stack(list(v), axis=1), xs))
+    return collect(cases)
+
+CONCATS = [([[2, 3], [2, 5], [2, 0]], 1), ([[2, 3], [2, 5], [2, 0]], -1),
+           ([[1, 3], [4, 3]], 0), ([[2, 3, 4], [2, 1, 4], [2, 2, 4]], 1),
+           ([[0, 3], [0, 3]], 0), ([[0, 3], [0, 2]], 1), ([[3], [0], [5]], 0),
+           ([[1, 1], [1, 1]], -2), ([[2, 3, 4], [2, 3, 1]], 2)]
+
+@check("concat")
+def _():
+    cases = []
+    for t in MOVE_TYPES:
+        for shapes, axis in CONCATS:
+            for it in (tf.int32, tf.int64):
+                xs = [rand(t, sh) for sh in shapes]
+                cases.append((f"{t} {shapes} axis={axis} {it.name}",
+                              lambda *v, axis=axis, it=it: R.ConcatV2(
+                                  values=list(v), axis=tf.constant(axis, it)), xs))
+    cases.append(("axis as [1]", lambda a, b: R.ConcatV2(values=[a, b], axis=[1]),
+                  [rand("float32", [2, 3]), rand("float32", [2, 4])]))
+    big = [rand("float32", [2000, 1000]), rand("float32", [2000, 1001])]
+    cases.append(("big axis 1", lambda a, b: tf.concat([a, b], 1), big))
+    cases.append(("big axis 0", lambda a, b: tf.concat([a, b], 0),
+                  [rand("float32", [2000, 1000]), rand("float32", [1001, 1000])]))
+    return collect(cases)
+
+# ---- errors -------------------------------------------------------------------------
+f32 = lambda *sh: rand("float32", sh)
+ERRORS = [
+    ("bitcast f32->f64 [3]", lambda x: tf.bitcast(x, tf.float64), [f32(3)], "Cannot bitcast from 1 to 2"),
+    ("bitcast f32->f64 []", lambda x: tf.bitcast(x, tf.float64), [f32()], "Cannot bitcast"),
+    ("bitcast f32->f64 [2,0]", lambda x: tf.bitcast(x, tf.float64), [f32(2, 0)], "Cannot bitcast"),
+    ("bitcast i8->f32 [4,3]", lambda x: tf.bitcast(x, tf.float32), [rand("int8", [4, 3])], "Cannot bitcast from 6 to 1"),
+    ("bitcast i8->f32 [0]", lambda x: tf.bitcast(x, tf.float32), [rand("int8", [0])], "Cannot bitcast"),
+    ("reshape count", lambda x: tf.reshape(x, [4, 2]), [f32(6)], "requested shape has 8"),
+    ("reshape two -1", lambda x: tf.reshape(x, [-1, -1]), [f32(6)], "Only one input size may be -1"),
+    ("reshape -2", lambda x: tf.reshape(x, [-2, -3]), [f32(6)], "must be non-negative"),
+    ("reshape multiple", lambda x: tf.reshape(x, [-1, 4]), [f32(6)], "requires a multiple of 4"),
+    ("reshape 2-D shape", lambda x: R.Reshape(tensor=x, shape=[[6]]), [f32(6)], "sizes input must be 1-D"),
+    ("reshape overflow", lambda x: tf.reshape(x, [2**40, 2**40]), [f32(2)], "has too many elements"),
+    ("reshape int64", lambda x: tf.reshape(x, tf.constant([2**33, 1], tf.int64)), [f32(2)], "requested shape has"),
+    ("reshape zero", lambda x: tf.reshape(x, [0, -1]), [f32(6)], "requested shape has 0"),
+    ("fill dims 2-D", lambda: R.Fill(dims=[[2]], value=1.0), [], "dims must represent a vector"),
+    ("fill value", lambda: R.Fill(dims=[2], value=[1.0, 2.0]), [], "value must represent a scalar"),
+    ("fill negative", lambda: R.Fill(dims=[2, -1], value=1.0), [], "must be >= 0"),
+    ("fill overflow", lambda: R.Fill(dims=[2**40, 2**40], value=1.0), [], "elements"),
+    ("transpose perm 2-D", lambda x: R.Transpose(x=x, perm=[[1, 0]]), [f32(2, 3)], "perm must be rank 1"),
+    ("transpose perm size", lambda x: R.Transpose(x=x, perm=[1, 0, 2]), [f32(2, 3)], "transpose expects a vector of size 2"),
+    ("transpose perm range", lambda x: R.Transpose(x=x, perm=[2, 0]), [f32(2, 3)], "out of range"),
+    ("transpose perm -3", lambda x: R.Transpose(x=x, perm=[-3, 0]), [f32(2, 3)], "-1 is out of range"),
+    ("transpose perm dup", lambda x: R.Transpose(x=x, perm=[1, 1, 0]), [f32(2, 3, 4)], "2 is missing from {1,1,0}"),
+    ("tile length", lambda x: tf.tile(x, [2]), [f32(2, 3)], "vector of length 2 but got length 1"),
+    ("tile negative", lambda x: tf.tile(x, [2, -1]), [f32(2, 3)], "Expected multiples[1] >= 0"),
+    ("tile 2-D", lambda x: R.Tile(input=x, multiples=[[2, 1]]), [f32(2, 3)], "Expected multiples to be 1-D"),
+    ("broadcast incompatible", lambda x: tf.broadcast_to(x, [4, 3]), [f32(2, 3)], "Incompatible shapes: [2,3] vs. [4,3]"),
+    ("broadcast rank", lambda x: tf.broadcast_to(x, [3]), [f32(2, 3)], "Rank of input (2) must be no greater"),
+    ("broadcast 2-D shape", lambda x: R.BroadcastTo(input=x, shape=[[3]]), [f32(2, 3)], "shape must be a vector"),
+    ("broadcast negative", lambda x: tf.broadcast_to(x, [-2, 3]), [f32(1, 3)], "Dimension -2 must be >= 0"),
+    ("broadcast shrink", lambda x: tf.broadcast_to(x, [2, 1, 3]), [f32(0, 3)], "Unable to broadcast tensor of shape [0,3]"),
+    ("pack shapes", lambda a, b: tf.stack([a, b]), [f32(2), f32(3)], "Shapes of all inputs must match"),
+    ("pack axis", lambda a, b: R.Pack(values=[a, b], axis=2), [f32(2), f32(2)], "axis = 2 not in [-2, 2)"),
+    ("pack axis-", lambda a, b: R.Pack(values=[a, b], axis=-3), [f32(2), f32(2)], "axis = -3 not in [-2, 2)"),
+    ("concat ranks", lambda a, b: tf.concat([a, b], 0), [f32(2, 3), f32(3)], "Ranks of all input tensors should match"),
+    ("concat dims", lambda a, b: tf.concat([a, b], 0), [f32(2, 3), f32(2, 4)], "Dimension 1 in both shapes must be equal"),
+    ("concat axis", lambda a, b: tf.concat([a, b], 2), [f32(2, 3), f32(2, 4)], "[-2, 2), but got 2"),
+    ("concat axis-", lambda a, b: tf.concat([a, b], -3), [f32(2, 3), f32(2, 4)], "but got -3"),
+    ("concat scalars", lambda a, b: R.ConcatV2(values=[a, b], axis=0), [f32(), f32()], "Can't concatenate scalars"),
+    ("concat scalar axis 1", lambda a, b: R.ConcatV2(values=[a, b], axis=1), [f32(), f32()], "range [0, 0)"),
+    ("concat axis vector", lambda a, b: R.ConcatV2(values=[a, b], axis=[0, 1]), [f32(2), f32(2)], "axis tensor should be a scalar integer"),
+]
+
+@check("errors")
+def _():
+    out = {}
+    for name, fn, args, phrase in ERRORS:
+        sc, sm = error_class(fn, *args, device=SIM)
+        cc, cm = error_class(fn, *args, device=CPU)
+        out[name] = {"sim": sc, "cpu": cc, "phrase": phrase,
+                     "sim_phrase": phrase in sm, "cpu_phrase": phrase in cm,
+                     "sim_kernel": "device:SIMDEV:0" in sm, "sim_msg": sm[:300]}
+    return out
+
+@check("cast unsupported")
+def _():
+    sc, sm = error_class(lambda x: tf.cast(x, tf.complex64), f32(3), device=SIM)
+    cc, _ = error_class(lambda x: tf.cast(x, tf.complex64), f32(3), device=CPU)
+    return {"sim": sc, "cpu": cc, "msg": sm[:300]}
+
+@check("good op after errors")
+def _():
+    x = rand("float32", [37, 41])
+    return {"problem": same(lambda t: tf.reshape(tf.transpose(t), [-1]), x),
+            "concat": same(lambda a, b: tf.concat([a, b], 0), x, x)}
+
+# ---- graph mode: the kernels inside a tf.function ----------------------------------------
+@check("tf.function")
+def _():
+    @tf.function
+    def f(x, y):
+        z = tf.concat([tf.transpose(x), tf.cast(y, tf.float32)], 0)
+        z = tf.tile(tf.reshape(z, [-1, 5]), [1, 2])
+        return tf.stack([z, tf.ones_like(z), tf.fill(tf.shape(z), 2.0)], axis=1)
+    x = rand("float32", [5, 6]) .clip(-1e30, 1e30)
+    x = np.nan_to_num(x)
+    y = rng.integers(-100, 100, [4, 5]).astype(np.int64)
+    return {"problem": same(f, x, y)}
+'''
+
+
+@pytest.fixture(scope="module")
+def misc(run_tf):
+    return run_tf(SCRIPT, timeout=300)
+
+
+def assert_all_same(d):
+    assert d["count"] > 0
+    assert d["nbad"] == 0, f"{d['nbad']} of {d['count']} cases differ: {d['bad']}"
+
+
+@pytest.mark.parametrize("name", [
+    "bitcast pairs", "reshape", "identity", "cast pairs", "cast big", "fill",
+    "zeros ones like", "transpose", "transpose big", "tile", "broadcast_to",
+    "pack", "concat"])
+def test_matches_cpu(misc, name):
+    assert_all_same(misc.data(name))
+
+
+MOVE = ["float32", "float64", "float16", "bfloat16", "int64", "uint8", "bool",
+        "int8", "int16", "complex64"]
+FILL = ["float32", "float64", "int64", "float16", "bfloat16"]
+CAST = ["float32", "float64", "int32", "int64", "uint8", "bool", "float16",
+        "bfloat16"]
+
+
+@pytest.mark.parametrize("op,types", [
+    ("Bitcast", ["any"]), ("Reshape", MOVE), ("Identity", MOVE), ("Cast", CAST),
+    ("Fill", FILL), ("ZerosLike", FILL), ("OnesLike", FILL), ("Transpose", MOVE),
+    ("Tile", MOVE), ("BroadcastTo", MOVE), ("Pack", MOVE), ("ConcatV2", MOVE)])
+def test_registered_types(misc, op, types):
+    """Exactly these SIMDEV kernels (no int32 where TF keeps int32 on the
+    host; the tests above cover each of them)."""
+    got = misc.data("registered")[op]
+    assert got == sorted(types), got
+
+
+def test_cast_pairs_constrained(misc):
+    """Cast is registered per (SrcT, DstT) pair, so a pair simdev cannot do
+    (e.g. to complex64) is placed on the CPU under soft placement rather than
+    failing on SIMDEV."""
+    d = misc.data("cast soft placement")
+    assert d["device"].endswith("CPU:0"), d
+    assert d["value"] == [[1.0, 0.0], [2.0, 0.0]]
+
+
+@pytest.mark.parametrize("op", ["bitcast", "reshape", "identity", "cast same"])
+def test_alias_does_not_copy(misc, op):
+    d = misc.data("alias no copy")[op]
+    assert "SIMDEV:0" in d["device"], d
+    assert d["equal"], d
+    assert d["grew"] < (1 << 20), f"{op} allocated {d['grew']} bytes: {d}"
+
+
+def error_names():
+    import re
+    return re.findall(r'^    \("([^"]+)", lambda', SCRIPT, re.M)
+
+
+@pytest.mark.parametrize("name", error_names())
+def test_error_like_cpu(misc, name):
+    d = misc.data("errors")[name]
+    assert d["cpu"], f"CPU accepted the bad input: {d}"
+    assert d["sim"] == d["cpu"], f"SIMDEV raised {d['sim']!r}, CPU {d['cpu']!r}: {d}"
+    assert d["sim_kernel"], f"error did not come from the SIMDEV kernel: {d}"
+    assert d["sim_phrase"] and d["cpu_phrase"], \
+        f"expected {d['phrase']!r} in both messages: {d}"
+
+
+def test_error_names_found():
+    assert len(error_names()) >= 30
+
+
+def test_cast_unsupported_pair_has_no_simdev_kernel(misc):
+    """With soft placement off, TF refuses to place the pair on SIMDEV."""
+    d = misc.data("cast unsupported")
+    assert d["cpu"] == "", d  # CPU casts float32 -> complex64
+    assert d["sim"] == "InvalidArgumentError", d
+    assert "SIMDEV" in d["msg"], d
+
+
+def test_good_op_after_errors(misc):
+    d = misc.data("good op after errors")
+    assert d["problem"] == "" and d["concat"] == "", d
+
+
+def test_graph_mode(misc):
+    d = misc.data("tf.function")
+    assert d["problem"] == "", d
+
+
+def test_clean_exit(misc):
+    misc.assert_clean_exit()
