@@ -21,10 +21,11 @@ def synthetic_data(kind, batches, seed=1234):
     rng = np.random.default_rng(seed)
     shape = (28, 28, 1) if kind == "cnn" else (64,)
     centers = rng.normal(size=(CLASSES,) + shape).astype(np.float32)
+    noise = 1.0 if kind == "cnn" else 2.0
     xs, ys = [], []
     for _ in range(batches):
         y = rng.integers(0, CLASSES, size=BATCH).astype(np.int32)
-        x = centers[y] + rng.normal(scale=2.0, size=(BATCH,) + shape)
+        x = centers[y] + rng.normal(scale=noise, size=(BATCH,) + shape)
         xs.append(x.astype(np.float32))
         ys.append(y)
     return xs, ys
