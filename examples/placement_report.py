@@ -4,7 +4,7 @@ CPU, and why.
     .venv/bin/python examples/placement_report.py [mlp|cnn ...]
 
 A child process trains two steps on /device:SIMDEV:0 with TF's placement log
-on (the log goes to the child's stderr); this process parses it and asks TF's
+on (TF prints it to the child's stdout); this process parses it and asks TF's
 kernel registry why each CPU-placed op type is there.
 """
 import collections
@@ -13,7 +13,10 @@ import re
 import subprocess
 import sys
 
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # this process only queries TF
 HERE = os.path.dirname(os.path.abspath(__file__))
+# TF prints "node: (Op): /job:.../device:TYPE:N" to stdout (and again,
+# with a log prefix, to stderr at TF_CPP_MIN_LOG_LEVEL=0); stdout is parsed.
 LOG_LINE = re.compile(r"^(\S+): \((\w+)\): /job:\S+/device:(\w+):\d+", re.M)
 
 CHILD = """
@@ -32,7 +35,7 @@ def placement_log(kind):
                        env=env, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"training child failed:\n{p.stderr[-3000:]}")
-    return LOG_LINE.findall(p.stderr)
+    return LOG_LINE.findall(p.stdout)
 
 
 def kernel_devices(op):

@@ -46,6 +46,8 @@ for kind in {KINDS!r}:
         training.train(kind, "/device:SIMDEV:0", steps=2)
 """
 
+# TF prints "node: (Op): /job:.../device:TYPE:N" to stdout (and again,
+# with a log prefix, to stderr at TF_CPP_MIN_LOG_LEVEL=0); stdout is parsed.
 LOG_LINE = re.compile(r"^(\S+): \((\w+)\): /job:\S+/device:(\w+):\d+", re.M)
 
 
@@ -92,7 +94,7 @@ def test_training_ops_on_simdev(placed):
     for kind in KINDS:
         placed.data("placed-" + kind)
     seen = {}
-    for name, op, dev in LOG_LINE.findall(placed.stderr):
+    for name, op, dev in LOG_LINE.findall(placed.stdout):
         seen.setdefault(op, set()).add(dev)
     missing = sorted(op for op in MUST_BE_ON_SIMDEV if op not in seen)
     assert not missing, f"not in the placement log: {missing}"
