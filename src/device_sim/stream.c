@@ -17,9 +17,14 @@
  * Teardown sets `stopping`; the worker finishes what is queued, then exits
  * and is joined.
  */
+#include <sched.h>
 #include <string.h>
 
 #include "sim_internal.h"
+
+/* How many times an idle worker re-checks its queue (yielding the CPU in
+ * between) before it sleeps on the condvar. */
+#define SIM_STREAM_POLLS 64
 
 /* The stream whose worker is the calling thread, if any. */
 static __thread sim_stream* tls_current_stream;
@@ -45,6 +50,16 @@ static void* worker_main(void* arg) {
   char msg[256];
   sim_lock(&s->lock);
   for (;;) {
+    /* Poll briefly before sleeping: kernels arrive back to back (TF issues
+     * the next op as soon as the last one completes), and waking a sleeping
+     * worker on an idle core costs tens of microseconds. Each poll yields
+     * the core, so a busy machine loses little. */
+    for (int spin = 0;
+         spin < SIM_STREAM_POLLS && s->head == NULL && !s->stopping; spin++) {
+      sim_unlock(&s->lock);
+      sched_yield();
+      sim_lock(&s->lock);
+    }
     while (s->head == NULL && !s->stopping) sim_wait(&s->cv_work, &s->lock);
     sim_work* w = s->head;
     if (w == NULL) break; /* stopping and drained */
