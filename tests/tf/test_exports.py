@@ -106,3 +106,50 @@ def test_ldd_resolves_every_dependency(lib):
     """RPATH/RUNPATH finds libtensorflow_framework where the library sits."""
     out = run(tool("ldd"), lib)
     assert "not found" not in out, out
+
+
+# The variable-access functions of tensorflow/c/kernels_experimental.h. A
+# plugin needs them to register its own AssignVariableOp / AssignAdd /
+# ResourceApply* kernels; TF 2.21 declares them but no shipped library
+# defines them, which is why simdev relies on TF's DEVICE_DEFAULT variable
+# kernels (see src/kernels/sk.h). If this test starts failing, TF ships them
+# now and simdev should register its own variable kernels.
+KERNELS_EXPERIMENTAL = [
+    "TF_AssignVariable", "TF_AssignUpdateVariable",
+    "TF_GetInputTensorFromVariable", "TF_MaybeLockVariableInputMutexesInOrder",
+    "TF_TemporaryVariable", "TF_AddNVariant", "TF_ZerosLikeVariant",
+]
+
+
+def tf_libraries():
+    import importlib.util
+    spec = importlib.util.find_spec("tensorflow")
+    assert spec is not None, "tensorflow is not installed"
+    root = os.path.dirname(spec.origin)
+    libs = []
+    for dirpath, _, files in os.walk(root):
+        libs += [os.path.join(dirpath, f) for f in files
+                 if re.search(r"\.so(\.\d+)*$", f)]
+    return libs
+
+
+def test_tf_ships_no_variable_c_api():
+    libs = tf_libraries()
+    assert any(l.endswith("libtensorflow_framework.so.2") for l in libs)
+    found = {}
+    for lib in libs:
+        defined = dynamic_symbols(lib, "--defined-only")
+        for name in KERNELS_EXPERIMENTAL:
+            if name in defined:
+                found.setdefault(name, []).append(lib)
+    assert not found, f"TF now defines {found}"
+
+
+def test_tf_defines_the_kernel_api_simdev_uses():
+    """The functions simdev's kernels do call are there."""
+    fw = [l for l in tf_libraries() if l.endswith("libtensorflow_framework.so.2")][0]
+    defined = dynamic_symbols(fw, "--defined-only")
+    for name in ["TF_NewAsyncKernelBuilder", "TF_RunAsyncOpKernelDoneCallback",
+                 "TF_GetStream", "TF_AllocateOutput", "TF_AllocateTemp",
+                 "TF_TensorBitcastFrom", "TF_ForwardInputOrAllocateOutput"]:
+        assert name in defined, name
