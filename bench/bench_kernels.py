@@ -59,9 +59,14 @@ def fmt_range(xs, scale=1.0):
 
 
 def openblas_sgemm():
-    """cblas_sgemm from the same libopenblas simdev links (Debian's)."""
+    """cblas_sgemm from the same libopenblas simdev links (Debian's), with
+    OpenBLAS's own threads: simdev sets OpenBLAS to one thread (it splits
+    products over the cores itself), so the raw calls switch it back to one
+    thread per CPU for their duration."""
     name = "libopenblas.so.0"
     lib = ctypes.CDLL(name)
+    lib.openblas_get_corename.restype = ctypes.c_char_p
+    print(f"  OpenBLAS core type: {lib.openblas_get_corename().decode()}")
     f = lib.cblas_sgemm
     f.restype = None
     P = ctypes.c_void_p
@@ -71,16 +76,18 @@ def openblas_sgemm():
 
     def gemm(a, b, c):
         n = a.shape[0]
+        lib.openblas_set_num_threads(os.cpu_count())
         f(101, 111, 111, n, n, n, 1.0, a.ctypes.data, n, b.ctypes.data, n,
           0.0, c.ctypes.data, n)
+        lib.openblas_set_num_threads(1)
     return gemm
 
 
 def bench_matmul(reps):
     print("MatMul float32, GFLOP/s median [min, max]")
+    gemm = openblas_sgemm()
     print(f"  {'n':>5} {'SIMDEV':>26} {'TF CPU':>26} {'raw OpenBLAS':>26}"
           f" {'SIM/BLAS':>9} {'SIM/CPU':>8}")
-    gemm = openblas_sgemm()
     rng = np.random.default_rng(0)
     for n in (256, 512, 1024, 2048):
         a = rng.standard_normal((n, n), dtype=np.float32)

@@ -37,7 +37,6 @@
  */
 #include "kernels/conv.h"
 
-#include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,15 +53,7 @@
 void skc_gemm(TF_DataType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
               const void* a, int64_t lda, const void* b, int64_t ldb,
               double beta, void* c, int64_t ldc) {
-  enum CBLAS_TRANSPOSE ota = ta ? CblasTrans : CblasNoTrans;
-  enum CBLAS_TRANSPOSE otb = tb ? CblasTrans : CblasNoTrans;
-  if (dt == TF_FLOAT)
-    cblas_sgemm(CblasRowMajor, ota, otb, (blasint)m, (blasint)n, (blasint)k,
-                1.f, a, (blasint)lda, b, (blasint)ldb, (float)beta, c,
-                (blasint)ldc);
-  else
-    cblas_dgemm(CblasRowMajor, ota, otb, (blasint)m, (blasint)n, (blasint)k, 1.,
-                a, (blasint)lda, b, (blasint)ldb, beta, c, (blasint)ldc);
+  sk_gemm(dt, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
 }
 
 /* ---- im2col (worker) --------------------------------------------------- */

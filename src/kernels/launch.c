@@ -469,6 +469,7 @@ bool sk_launch_init(char* msg, size_t len) {
   if (sim_config_from_env(&cfg, msg, len) != SIM_OK) return false;
   g.sync_launch = cfg.sync_launch;
   g.early_completion = cfg.unsafe_early_completion;
+  sk_blas_init();
   return true;
 }
 

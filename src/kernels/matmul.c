@@ -19,7 +19,6 @@
  * Thread contract: compute functions run on TF's thread and validate
  * everything; mm_run and its helpers run on the worker and read only mm_args.
  */
-#include <cblas.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,15 +52,7 @@ typedef struct mm_args {
 
 static void gemm(TF_DataType dt, bool ta, bool tb, int64_t m, int64_t n,
                  int64_t k, const void* a, const void* b, void* c) {
-  enum CBLAS_TRANSPOSE ota = ta ? CblasTrans : CblasNoTrans;
-  enum CBLAS_TRANSPOSE otb = tb ? CblasTrans : CblasNoTrans;
-  blasint lda = (blasint)(ta ? m : k), ldb = (blasint)(tb ? k : n);
-  if (dt == TF_FLOAT)
-    cblas_sgemm(CblasRowMajor, ota, otb, (blasint)m, (blasint)n, (blasint)k,
-                1.f, a, lda, b, ldb, 0.f, c, (blasint)n);
-  else
-    cblas_dgemm(CblasRowMajor, ota, otb, (blasint)m, (blasint)n, (blasint)k, 1.,
-                a, lda, b, ldb, 0., c, (blasint)n);
+  sk_gemm(dt, ta, tb, m, n, k, a, ta ? m : k, b, tb ? k : n, 0., c, n);
 }
 
 /* Matrix indices of A and B for output matrix i of the batch. */

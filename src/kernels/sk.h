@@ -170,6 +170,15 @@ void sk_run_fail(sk_launch* l, TF_Code code, const char* fmt, ...)
 /* Reads SIMDEV_SYNC / SIMDEV_UNSAFE_EARLY_COMPLETION. */
 bool sk_launch_init(char* msg, size_t len);
 
+/* ---- gemm.c (worker) ----------------------------------------------------- */
+/* Row-major C = op(A) op(B) + beta C, float32 or float64, spread over the
+ * cores in fixed row blocks; deterministic. k == 0 leaves beta*C. */
+void sk_gemm(TF_DataType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+             const void* a, int64_t lda, const void* b, int64_t ldb,
+             double beta, void* c, int64_t ldc);
+/* Makes OpenBLAS single-threaded (simdev parallelises itself). */
+void sk_blas_init(void);
+
 /* ---- helpers ------------------------------------------------------------ */
 static inline const void* sk_data(const TF_Tensor* t) {
   return TF_TensorData(t);
