@@ -36,12 +36,17 @@ with tf.device("/device:SIMDEV:0"):
     def _():
         v = tf.Variable(np.zeros(1024, np.float32))
         bad = 0
+        want = 0.0
         for it in range(ITERS):
+            # A new value each time: a reused stale buffer must not hold
+            # the answer by chance.
+            xi = tf.constant(np.full(1024, it + 1.0, np.float32))
             backlog = [tf.nn.relu(big) for _ in range(20)]
-            v.assign_add(tf.nn.relu(x))  # host code reads relu's output
-            if not np.all(v.numpy() == 3.0 * (it + 1)):
+            v.assign_add(tf.nn.relu(xi))  # host code reads relu's output
+            want += it + 1.0
+            if not np.all(v.numpy() == want):
                 bad += 1
-                v.assign(np.full(1024, 3.0 * (it + 1), np.float32))
+                v.assign(np.full(1024, want, np.float32))
         return {"bad": bad, "device": v.device}
 
     @check("raw_graph")
