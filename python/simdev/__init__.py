@@ -18,6 +18,10 @@ DEVICE_TYPE = "SIMDEV"
 SETTINGS = {
     "SIMDEV_DEVICE_COUNT": "number of simulated devices, 1..16 (default 1)",
     "SIMDEV_MEMORY_MB": "memory region per device in MiB, 1..1048576 (default 2048)",
+    "SIMDEV_SYNC": "1: kernel launches run before their compute function "
+                   "returns, for debugging (default 0)",
+    "SIMDEV_UNSAFE_EARLY_COMPLETION": "1: the naive design, wrong on purpose; "
+                                      "for the hazard tests only (default 0)",
 }
 
 
