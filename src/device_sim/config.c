@@ -14,6 +14,11 @@
 
 #include "sim_internal.h"
 
+void sim_invariant_failed(const char* file, int line, const char* what) {
+  fprintf(stderr, "simdev: %s:%d: invariant failed: %s\n", file, line, what);
+  abort();
+}
+
 const char* sim_strerror(int err) {
   switch (err) {
     case SIM_OK: return "ok";

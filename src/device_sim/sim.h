@@ -63,6 +63,16 @@ typedef struct sim_config {
  * and the accepted range into msg (always NUL-terminated). */
 int sim_config_from_env(sim_config* cfg, char* msg, size_t msg_len);
 
+/* A broken internal invariant (a pthread call failing on a valid object, a
+ * corrupted queue): report file and line, then abort. Never used for bad
+ * caller input, which gets an error code. Shared with the plugin's layers. */
+#define SIM_CHECK(cond)                                         \
+  do {                                                          \
+    if (!(cond)) sim_invariant_failed(__FILE__, __LINE__, #cond); \
+  } while (0)
+void sim_invariant_failed(const char* file, int line, const char* what)
+    __attribute__((noreturn));
+
 /* ---------------------------------------------------------------- device */
 
 typedef struct sim_device sim_device;

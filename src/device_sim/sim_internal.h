@@ -11,18 +11,6 @@
 
 #include "sim.h"
 
-/* A broken internal invariant (a pthread call failing on a valid object, a
- * corrupted queue): report file and line, then abort. Never used for bad
- * caller input. */
-#define SIM_CHECK(cond)                                                    \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      fprintf(stderr, "simdev: %s:%d: invariant failed: %s\n", __FILE__,   \
-              __LINE__, #cond);                                            \
-      abort();                                                             \
-    }                                                                      \
-  } while (0)
-
 #define SIM_CHECK_PT(call) SIM_CHECK((call) == 0)
 
 #define sim_container_of(ptr, type, member) \

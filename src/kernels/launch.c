@@ -19,15 +19,6 @@
 #include "kernels/sk.h"
 #include "se/se_internal.h"
 
-#define SK_CHECK(cond)                                                     \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      fprintf(stderr, "simdev: %s:%d: invariant failed: %s\n", __FILE__,   \
-              __LINE__, #cond);                                            \
-      abort();                                                             \
-    }                                                                      \
-  } while (0)
-
 /* done_shim.cc: copy TF's done callback, which dies with compute_async's
  * frame in TF 2.21, and run the copy later. */
 void* sk_done_take(void* tf_done);
@@ -216,7 +207,7 @@ void sk_output_alias(sk_launch* l, int i, const TF_Tensor* from,
 
 void* sk_args(sk_launch* l, size_t size) {
   if (!sk_ok(l)) return NULL;
-  SK_CHECK(l->args == NULL); /* one argument block per launch */
+  SIM_CHECK(l->args == NULL); /* one argument block per launch */
   l->args = calloc(1, size ? size : 1);
   if (l->args == NULL)
     sk_fail(l, TF_RESOURCE_EXHAUSTED, "simdev: out of host memory");
@@ -277,29 +268,27 @@ static int work_run(sim_work* w, char* msg, size_t msg_len) {
 
 /* ---- the TF entry point ------------------------------------------------ */
 
+/* No launch could be made (host out of memory): fail the op at once. */
+static void fail_without_launch(TF_OpKernelContext* ctx,
+                                TF_AsyncOpKernelDoneCallback* done) {
+  TF_Status* st = TF_NewStatus();
+  TF_SetStatus(st, TF_RESOURCE_EXHAUSTED, "simdev: out of host memory");
+  TF_OpKernelContext_Failure(ctx, st);
+  TF_DeleteStatus(st);
+  TF_RunAsyncOpKernelDoneCallback(done);
+}
+
 static void compute_async(void* kernel, TF_OpKernelContext* ctx,
                           TF_AsyncOpKernelDoneCallback* done) {
   sk_kernel* k = kernel;
   sk_launch* l = calloc(1, sizeof(*l));
-  if (l == NULL) {
-    TF_Status* st = TF_NewStatus();
-    TF_SetStatus(st, TF_RESOURCE_EXHAUSTED, "simdev: out of host memory");
-    TF_OpKernelContext_Failure(ctx, st);
-    TF_DeleteStatus(st);
-    TF_RunAsyncOpKernelDoneCallback(done);
+  if (l != NULL) l->done = sk_done_take(done);
+  if (l == NULL || l->done == NULL) {
+    free(l);
+    fail_without_launch(ctx, done);
     return;
   }
   l->ctx = ctx;
-  l->done = sk_done_take(done);
-  if (l->done == NULL) {
-    free(l);
-    TF_Status* st = TF_NewStatus();
-    TF_SetStatus(st, TF_RESOURCE_EXHAUSTED, "simdev: out of host memory");
-    TF_OpKernelContext_Failure(ctx, st);
-    TF_DeleteStatus(st);
-    TF_RunAsyncOpKernelDoneCallback(done);
-    return;
-  }
 
   k->compute(l, k->state);
 
@@ -331,7 +320,7 @@ static void compute_async(void* kernel, TF_OpKernelContext* ctx,
   }
   sim_stream* s = l->stream;
   int rc = sim_stream_submit(s, &l->work);
-  SK_CHECK(rc == SIM_OK); /* a complete item on a live stream */
+  SIM_CHECK(rc == SIM_OK); /* a complete item on a live stream */
   /* l may be gone from here on. */
   if (g.sync_launch && !sim_stream_is_current(s)) sim_stream_synchronize(s);
 }
