@@ -1,18 +1,23 @@
 /*
  * launch.c - the life cycle of a kernel launch (see sk.h for the design):
  * TF's compute_async -> the op's compute function -> one stream work item ->
- * on the stream worker, right after the arithmetic: report a failure,
- * release the held tensors, run TF's done callback.
+ * completion: report a failure, release the held tensors, run TF's done.
+ *
+ * Who completes: TF's thread watches a queued item for LAUNCH_WATCH_NS and
+ * completes it itself if the worker ran it by then; otherwise the worker
+ * completes it right after the arithmetic. One compare-and-swap on
+ * sk_launch.state decides, so exactly one of them does.
  *
  * TF's done is cheap: in eager mode it wakes the waiting caller; in a graph
  * it propagates outputs and hands ready nodes to TF's inter-op thread pool
- * (the executor passes no inline queue for async kernels). Running it on the
- * worker saves a thread hand-off per op. The one thing the worker must never
- * do is wait for its own stream, so SIMDEV_SYNC does not wait when a launch
- * comes from a worker (TF's inline runner), and device_sim refuses
- * synchronize calls from a stream's own worker.
+ * (the executor passes no inline queue for async kernels). The one thing a
+ * worker must never do is wait for its own stream, so a launch made on a
+ * worker (TF's inline runner) neither watches nor honours SIMDEV_SYNC's wait,
+ * and device_sim refuses synchronize calls from a stream's own worker.
  */
+#include <stdatomic.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,7 +41,21 @@ struct sk_launch {
   int nheld, capheld;
   TF_Code code; /* first failure (TF_OK if none) */
   char msg[512];
+  /* Who completes the launch (see finish_or_hand_over). */
+  _Atomic int state;
 };
+
+/* Launch states. QUEUED: the launching thread is still watching; the worker
+ * moves it to RAN and leaves completion to that thread. HANDED_OVER: the
+ * launcher stopped watching (or never did); the worker completes. Exactly
+ * one side wins the compare-and-swap from QUEUED. */
+enum { L_QUEUED = 0, L_RAN = 1, L_HANDED_OVER = 2 };
+
+/* How long TF's thread watches a queued item before returning (ns). A
+ * small item finishes within it and TF's thread completes it itself, which
+ * saves waking TF's thread later; a large one is left to run asynchronously.
+ * The analogue of a GPU driver's spin-then-yield wait. */
+#define LAUNCH_WATCH_NS 20000
 
 /* Set once by sk_launch_init (TF_InitKernel), before any kernel runs. */
 static struct {
@@ -255,6 +274,9 @@ static void work_done(sim_work* w, int status) {
     sk_fail(l, TF_INTERNAL, "%s not run: SIMDEV stream failed earlier: %s",
             l->label, smsg);
   }
+  int expected = L_QUEUED;
+  if (atomic_compare_exchange_strong(&l->state, &expected, L_RAN))
+    return; /* the launching thread is watching and completes it */
   complete(l);
 }
 
@@ -267,6 +289,30 @@ static int work_run(sim_work* w, char* msg, size_t msg_len) {
 }
 
 /* ---- the TF entry point ------------------------------------------------ */
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* On TF's thread, right after submitting: if the item runs within
+ * LAUNCH_WATCH_NS, complete it here; otherwise hand it over to the worker. */
+static void watch_or_hand_over(sk_launch* l) {
+  int64_t deadline = now_ns() + LAUNCH_WATCH_NS;
+  do {
+    for (int i = 0; i < 64; i++) {
+      if (atomic_load_explicit(&l->state, memory_order_acquire) == L_RAN) {
+        complete(l);
+        return;
+      }
+      __builtin_ia32_pause();
+    }
+  } while (now_ns() < deadline);
+  int expected = L_QUEUED;
+  if (!atomic_compare_exchange_strong(&l->state, &expected, L_HANDED_OVER))
+    complete(l); /* it ran just now: expected == L_RAN */
+}
 
 /* No launch could be made (host out of memory): fail the op at once. */
 static void fail_without_launch(TF_OpKernelContext* ctx,
@@ -319,8 +365,16 @@ static void compute_async(void* kernel, TF_OpKernelContext* ctx,
     l->ctx = NULL;
   }
   sim_stream* s = l->stream;
+  /* Watch only from a thread other than the worker, never in the debug
+   * modes (SIMDEV_SYNC waits for the whole item anyway). */
+  bool watch = !g.sync_launch && !g.early_completion && !sim_stream_is_current(s);
+  atomic_init(&l->state, watch ? L_QUEUED : L_HANDED_OVER);
   int rc = sim_stream_submit(s, &l->work);
   SIM_CHECK(rc == SIM_OK); /* a complete item on a live stream */
+  if (watch) {
+    watch_or_hand_over(l);
+    return;
+  }
   /* l may be gone from here on. */
   if (g.sync_launch && !sim_stream_is_current(s)) sim_stream_synchronize(s);
 }

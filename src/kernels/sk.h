@@ -9,9 +9,12 @@
  *                  sk_work(l, run, label)
  *                -> submit one work item to the stream TF_GetStream returns
  *                   (or complete at once: failure, or nothing to compute)
- *   stream worker  run(l, args): the arithmetic, in stream order; then
- *                  report a run failure, release the held tensors and call
- *                  TF's done callback
+ *   stream worker  run(l, args): the arithmetic, in stream order
+ *   completion     report a run failure, release the held tensors, call
+ *                  TF's done callback. TF's thread watches the item for
+ *                  20 us after queuing it: if it has run by then, TF's
+ *                  thread completes it (a tiny op then costs no wake-up);
+ *                  otherwise it returns and the worker completes it.
  *
  * Why async kernels. TensorFlow 2.21 serves variables on SIMDEV with its
  * DEVICE_DEFAULT kernels (AssignVariableOp, AssignAddVariableOp,
