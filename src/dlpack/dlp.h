@@ -1,0 +1,89 @@
+/*
+ * dlp.h - DLPack for simdev (src/dlpack/, prefix dlp_): managed tensors over
+ * simdev buffers for export, and the validation of incoming ones. No
+ * TensorFlow here; the ops that move TF tensors in and out build on this.
+ *
+ * DLPack's ABI comes from the installed header (TensorFlow's wheel ships
+ * dlpack.h 1.1: DLManagedTensor and DLManagedTensorVersioned).
+ *
+ * simdev memory is host-addressable, so tensors are exchanged as kDLCPU,
+ * with byte_offset 0 and strides always filled (DLPack 1.2 requires them
+ * when ndim > 0).
+ *
+ * Thread contract: every function is reentrant. A deleter built here may be
+ * called from any thread, exactly once (the consumer's duty).
+ */
+#ifndef SIMDEV_DLPACK_DLP_H_
+#define SIMDEV_DLPACK_DLP_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dlpack/dlpack.h"
+
+/* dlpack.h 1.1 declares the versioned struct without a typedef; C11 allows
+ * repeating a typedef, so this also builds against headers that have one. */
+typedef struct DLManagedTensorVersioned DLManagedTensorVersioned;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Highest rank accepted on import (and produced on export). */
+#define DLP_MAX_DIMS 32
+
+typedef enum dlp_err {
+  DLP_OK = 0,
+  DLP_EINVAL = -1,      /* not a valid DLPack tensor (NULL shape, -1 dims) */
+  DLP_EUNSUPPORTED = -2, /* valid, but simdev cannot take it zero-copy:
+                            dtype, device, byte_offset, strides */
+  DLP_EVERSION = -3,    /* a versioned tensor of another major version */
+  DLP_ENOMEM = -4,
+} dlp_err;
+
+/* What an importer needs from a validated tensor. */
+typedef struct dlp_view {
+  void* data; /* first element; NULL only when nbytes == 0 */
+  DLDataType dtype;
+  int ndim;
+  int64_t shape[DLP_MAX_DIMS];
+  int64_t elements;
+  uint64_t nbytes;
+  bool read_only;  /* DLPACK_FLAG_BITMASK_READ_ONLY (versioned only) */
+  bool aligned64;  /* data % 64 == 0 (TF copies unaligned buffers) */
+} dlp_view;
+
+/* Bytes per element of a dtype simdev exchanges (lanes 1): float 16/32/64,
+ * bfloat 16, int and uint 8/16/32/64, bool 8, complex 64/128; 0 otherwise. */
+size_t dlp_dtype_size(DLDataType dtype);
+
+/* Validates t for a zero-copy import and fills *out. On error returns a
+ * dlp_err and writes why into msg (always NUL-terminated); *out is then
+ * unspecified. Never dereferences data. */
+int dlp_check_tensor(const DLTensor* t, dlp_view* out, char* msg, size_t len);
+/* The same for a managed tensor; the versioned form also checks the major
+ * version and reads the read-only flag. */
+int dlp_check_legacy(const DLManagedTensor* t, dlp_view* out, char* msg,
+                     size_t len);
+int dlp_check_versioned(const DLManagedTensorVersioned* t, dlp_view* out,
+                        char* msg, size_t len);
+
+/* Export: a managed tensor over `data` (kDLCPU, compact row-major strides
+ * always filled, byte_offset 0). When the consumer calls the deleter,
+ * release(owner) runs (e.g. to drop the TF tensor that keeps data alive),
+ * then the managed tensor is freed. release may be NULL. */
+typedef void (*dlp_release_fn)(void* owner);
+int dlp_export_legacy(void* data, DLDataType dtype, int ndim,
+                      const int64_t* shape, void* owner,
+                      dlp_release_fn release, DLManagedTensor** out);
+int dlp_export_versioned(void* data, DLDataType dtype, int ndim,
+                         const int64_t* shape, bool read_only, void* owner,
+                         dlp_release_fn release,
+                         DLManagedTensorVersioned** out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SIMDEV_DLPACK_DLP_H_ */

@@ -1,0 +1,248 @@
+/*
+ * dlpack.c - validation of incoming DLPack tensors and managed tensors for
+ * export (see dlp.h).
+ *
+ * Validation reads only the tensor's metadata, never its data, and treats
+ * every field as hostile: it is the code the fuzz target drives
+ * (tests/fuzz/fuzz_dlpack.c). Sizes are computed with overflow checks.
+ *
+ * An exported tensor is one allocation: the managed struct, then its shape
+ * and strides arrays, then the owner's release callback.
+ */
+#include "dlp.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fail(int err, char* msg, size_t len, const char* fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(int err, char* msg, size_t len, const char* fmt, ...) {
+  if (msg != NULL && len > 0) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, len, fmt, ap);
+    va_end(ap);
+  }
+  return err;
+}
+
+size_t dlp_dtype_size(DLDataType t) {
+  if (t.lanes != 1) return 0;
+  switch (t.code) {
+    case kDLFloat:
+      return t.bits == 16 || t.bits == 32 || t.bits == 64 ? t.bits / 8u : 0;
+    case kDLBfloat:
+      return t.bits == 16 ? 2 : 0;
+    case kDLInt:
+    case kDLUInt:
+      return t.bits == 8 || t.bits == 16 || t.bits == 32 || t.bits == 64
+                 ? t.bits / 8u
+                 : 0;
+    case kDLBool:
+      return t.bits == 8 ? 1 : 0;
+    case kDLComplex:
+      return t.bits == 64 || t.bits == 128 ? t.bits / 8u : 0;
+    default:
+      return 0;
+  }
+}
+
+/* Strides must describe the compact row-major layout; a dimension of size 1
+ * may have any stride (it is never stepped over), and a tensor with no
+ * elements has no layout to check. */
+static bool compact(const DLTensor* t, int64_t elements) {
+  if (t->strides == NULL || elements == 0) return true;
+  int64_t want = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    if (t->shape[i] != 1 && t->strides[i] != want) return false;
+    want *= t->shape[i];
+  }
+  return true;
+}
+
+int dlp_check_tensor(const DLTensor* t, dlp_view* out, char* msg,
+                     size_t len) {
+  if (t == NULL || out == NULL)
+    return fail(DLP_EINVAL, msg, len, "DLPack tensor is NULL");
+  if (t->ndim < 0)
+    return fail(DLP_EINVAL, msg, len, "DLPack tensor has ndim %d",
+                (int)t->ndim);
+  if (t->ndim > DLP_MAX_DIMS)
+    return fail(DLP_EUNSUPPORTED, msg, len,
+                "DLPack tensor of rank %d: simdev takes rank <= %d",
+                (int)t->ndim, DLP_MAX_DIMS);
+  if (t->ndim > 0 && t->shape == NULL)
+    return fail(DLP_EINVAL, msg, len, "DLPack tensor of rank %d has no shape",
+                (int)t->ndim);
+  size_t esize = dlp_dtype_size(t->dtype);
+  if (esize == 0)
+    return fail(DLP_EUNSUPPORTED, msg, len,
+                "DLPack dtype (code %u, bits %u, lanes %u) is not supported",
+                t->dtype.code, t->dtype.bits, t->dtype.lanes);
+  if (t->device.device_type != kDLCPU)
+    return fail(DLP_EUNSUPPORTED, msg, len,
+                "DLPack device type %d is not host memory (kDLCPU = %d)",
+                (int)t->device.device_type, (int)kDLCPU);
+  if (t->byte_offset != 0)
+    return fail(DLP_EUNSUPPORTED, msg, len,
+                "DLPack byte_offset %llu: only 0 is accepted",
+                (unsigned long long)t->byte_offset);
+
+  int64_t elements = 1;
+  bool zero = false;
+  for (int i = 0; i < t->ndim; i++) {
+    int64_t d = t->shape[i];
+    if (d < 0)
+      return fail(DLP_EINVAL, msg, len, "DLPack shape[%d] is %lld", i,
+                  (long long)d);
+    if (d == 0) zero = true;
+    /* The product must stay representable in bytes, zero dims or not. */
+    if (d > 0 && elements > (INT64_MAX / (int64_t)esize) / d)
+      return fail(DLP_EINVAL, msg, len,
+                  "DLPack shape overflows: dims up to %d exceed 2^63 bytes",
+                  i);
+    if (d > 0) elements *= d;
+  }
+  if (zero) elements = 0;
+  if (!compact(t, elements))
+    return fail(DLP_EUNSUPPORTED, msg, len,
+                "DLPack strides are not compact row-major: a zero-copy import "
+                "needs a contiguous tensor");
+  if (t->data == NULL && elements > 0)
+    return fail(DLP_EINVAL, msg, len,
+                "DLPack data is NULL for %lld elements", (long long)elements);
+
+  memset(out, 0, sizeof(*out));
+  out->data = t->data;
+  out->dtype = t->dtype;
+  out->ndim = t->ndim;
+  for (int i = 0; i < t->ndim; i++) out->shape[i] = t->shape[i];
+  out->elements = elements;
+  out->nbytes = (uint64_t)elements * esize;
+  out->aligned64 = ((uintptr_t)t->data % 64) == 0;
+  return DLP_OK;
+}
+
+int dlp_check_legacy(const DLManagedTensor* t, dlp_view* out, char* msg,
+                     size_t len) {
+  if (t == NULL) return fail(DLP_EINVAL, msg, len, "DLManagedTensor is NULL");
+  return dlp_check_tensor(&t->dl_tensor, out, msg, len);
+}
+
+int dlp_check_versioned(const DLManagedTensorVersioned* t, dlp_view* out,
+                        char* msg, size_t len) {
+  if (t == NULL)
+    return fail(DLP_EINVAL, msg, len, "DLManagedTensorVersioned is NULL");
+  if (t->version.major != DLPACK_MAJOR_VERSION)
+    return fail(DLP_EVERSION, msg, len,
+                "DLPack major version %u: simdev speaks %u",
+                (unsigned)t->version.major, (unsigned)DLPACK_MAJOR_VERSION);
+  int rc = dlp_check_tensor(&t->dl_tensor, out, msg, len);
+  if (rc == DLP_OK)
+    out->read_only = (t->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+  return rc;
+}
+
+/* ---- export ------------------------------------------------------------ */
+
+/* The block behind an exported tensor; `managed` is one of the two structs
+ * and is what the consumer's deleter receives. */
+typedef struct export_ctx {
+  void* owner;
+  dlp_release_fn release;
+  int64_t dims[2 * DLP_MAX_DIMS]; /* shape, then strides */
+} export_ctx;
+
+static int fill_tensor(DLTensor* t, export_ctx* ctx, void* data,
+                       DLDataType dtype, int ndim, const int64_t* shape) {
+  if (ndim < 0 || ndim > DLP_MAX_DIMS || (ndim > 0 && shape == NULL) ||
+      dlp_dtype_size(dtype) == 0)
+    return DLP_EINVAL;
+  int64_t* sh = ctx->dims;
+  int64_t* st = ctx->dims + DLP_MAX_DIMS;
+  int64_t stride = 1;
+  const int64_t max_elems = INT64_MAX / (int64_t)dlp_dtype_size(dtype);
+  for (int i = ndim - 1; i >= 0; i--) {
+    if (shape[i] < 0) return DLP_EINVAL;
+    int64_t d = shape[i] > 0 ? shape[i] : 1;
+    if (stride > max_elems / d) return DLP_EINVAL; /* bytes overflow int64 */
+    sh[i] = shape[i];
+    st[i] = stride;
+    stride *= d;
+  }
+  t->data = data;
+  t->device.device_type = kDLCPU;
+  t->device.device_id = 0;
+  t->ndim = ndim;
+  t->dtype = dtype;
+  t->shape = ndim > 0 ? sh : NULL;
+  t->strides = ndim > 0 ? st : NULL;
+  t->byte_offset = 0;
+  return DLP_OK;
+}
+
+typedef struct legacy_block {
+  DLManagedTensor m;
+  export_ctx ctx;
+} legacy_block;
+
+typedef struct versioned_block {
+  DLManagedTensorVersioned m;
+  export_ctx ctx;
+} versioned_block;
+
+static void delete_legacy(DLManagedTensor* m) {
+  legacy_block* b = (legacy_block*)m; /* m is the first member */
+  if (b->ctx.release) b->ctx.release(b->ctx.owner);
+  free(b);
+}
+
+static void delete_versioned(DLManagedTensorVersioned* m) {
+  versioned_block* b = (versioned_block*)m;
+  if (b->ctx.release) b->ctx.release(b->ctx.owner);
+  free(b);
+}
+
+int dlp_export_legacy(void* data, DLDataType dtype, int ndim,
+                      const int64_t* shape, void* owner,
+                      dlp_release_fn release, DLManagedTensor** out) {
+  if (out == NULL) return DLP_EINVAL;
+  legacy_block* b = calloc(1, sizeof(*b));
+  if (b == NULL) return DLP_ENOMEM;
+  int rc = fill_tensor(&b->m.dl_tensor, &b->ctx, data, dtype, ndim, shape);
+  if (rc != DLP_OK) {
+    free(b);
+    return rc;
+  }
+  b->ctx.owner = owner;
+  b->ctx.release = release;
+  b->m.manager_ctx = &b->ctx;
+  b->m.deleter = delete_legacy;
+  *out = &b->m;
+  return DLP_OK;
+}
+
+int dlp_export_versioned(void* data, DLDataType dtype, int ndim,
+                         const int64_t* shape, bool read_only, void* owner,
+                         dlp_release_fn release,
+                         DLManagedTensorVersioned** out) {
+  if (out == NULL) return DLP_EINVAL;
+  versioned_block* b = calloc(1, sizeof(*b));
+  if (b == NULL) return DLP_ENOMEM;
+  int rc = fill_tensor(&b->m.dl_tensor, &b->ctx, data, dtype, ndim, shape);
+  if (rc != DLP_OK) {
+    free(b);
+    return rc;
+  }
+  b->ctx.owner = owner;
+  b->ctx.release = release;
+  b->m.version.major = DLPACK_MAJOR_VERSION;
+  b->m.version.minor = DLPACK_MINOR_VERSION;
+  b->m.manager_ctx = &b->ctx;
+  b->m.deleter = delete_versioned;
+  b->m.flags = read_only ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
+  *out = &b->m;
+  return DLP_OK;
+}
