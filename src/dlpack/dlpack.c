@@ -193,31 +193,56 @@ typedef struct versioned_block {
   export_ctx ctx;
 } versioned_block;
 
+/* Runs the owner's release and frees the block (ctx lives inside it). */
+static void release_block(void* block, export_ctx* ctx) {
+  if (ctx->release) ctx->release(ctx->owner);
+  free(block);
+}
+
 static void delete_legacy(DLManagedTensor* m) {
   legacy_block* b = (legacy_block*)m; /* m is the first member */
-  if (b->ctx.release) b->ctx.release(b->ctx.owner);
-  free(b);
+  release_block(b, &b->ctx);
 }
 
 static void delete_versioned(DLManagedTensorVersioned* m) {
   versioned_block* b = (versioned_block*)m;
-  if (b->ctx.release) b->ctx.release(b->ctx.owner);
-  free(b);
+  release_block(b, &b->ctx);
+}
+
+/* Allocates a zeroed block of `size` bytes whose DLTensor is at offset 0 of
+ * its managed struct and whose export_ctx is at ctx_offset, and fills both.
+ * NULL (with *rc set) on failure. */
+static void* new_block(size_t size, size_t tensor_offset, size_t ctx_offset,
+                       void* data, DLDataType dtype, int ndim,
+                       const int64_t* shape, void* owner,
+                       dlp_release_fn release, int* rc) {
+  char* b = calloc(1, size);
+  if (b == NULL) {
+    *rc = DLP_ENOMEM;
+    return NULL;
+  }
+  export_ctx* ctx = (export_ctx*)(b + ctx_offset);
+  *rc = fill_tensor((DLTensor*)(b + tensor_offset), ctx, data, dtype, ndim,
+                    shape);
+  if (*rc != DLP_OK) {
+    free(b);
+    return NULL;
+  }
+  ctx->owner = owner;
+  ctx->release = release;
+  return b;
 }
 
 int dlp_export_legacy(void* data, DLDataType dtype, int ndim,
                       const int64_t* shape, void* owner,
                       dlp_release_fn release, DLManagedTensor** out) {
   if (out == NULL) return DLP_EINVAL;
-  legacy_block* b = calloc(1, sizeof(*b));
-  if (b == NULL) return DLP_ENOMEM;
-  int rc = fill_tensor(&b->m.dl_tensor, &b->ctx, data, dtype, ndim, shape);
-  if (rc != DLP_OK) {
-    free(b);
-    return rc;
-  }
-  b->ctx.owner = owner;
-  b->ctx.release = release;
+  int rc;
+  legacy_block* b = new_block(sizeof(legacy_block),
+                              offsetof(legacy_block, m.dl_tensor),
+                              offsetof(legacy_block, ctx), data, dtype, ndim,
+                              shape, owner, release, &rc);
+  if (b == NULL) return rc;
   b->m.manager_ctx = &b->ctx;
   b->m.deleter = delete_legacy;
   *out = &b->m;
@@ -229,15 +254,12 @@ int dlp_export_versioned(void* data, DLDataType dtype, int ndim,
                          dlp_release_fn release,
                          DLManagedTensorVersioned** out) {
   if (out == NULL) return DLP_EINVAL;
-  versioned_block* b = calloc(1, sizeof(*b));
-  if (b == NULL) return DLP_ENOMEM;
-  int rc = fill_tensor(&b->m.dl_tensor, &b->ctx, data, dtype, ndim, shape);
-  if (rc != DLP_OK) {
-    free(b);
-    return rc;
-  }
-  b->ctx.owner = owner;
-  b->ctx.release = release;
+  int rc;
+  versioned_block* b = new_block(sizeof(versioned_block),
+                                 offsetof(versioned_block, m.dl_tensor),
+                                 offsetof(versioned_block, ctx), data, dtype,
+                                 ndim, shape, owner, release, &rc);
+  if (b == NULL) return rc;
   b->m.version.major = DLPACK_MAJOR_VERSION;
   b->m.version.minor = DLPACK_MINOR_VERSION;
   b->m.manager_ctx = &b->ctx;

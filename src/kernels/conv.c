@@ -47,15 +47,6 @@
  * as fast as or faster than 16 and 64 MiB chunks. */
 #define CONV_SCRATCH_BYTES ((size_t)4 << 20)
 
-/* ---- gemm (worker) ------------------------------------------------------ */
-
-/* Row-major C = op(A) x op(B) + beta C with explicit leading dimensions. */
-void skc_gemm(TF_DataType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-              const void* a, int64_t lda, const void* b, int64_t ldb,
-              double beta, void* c, int64_t ldc) {
-  sk_gemm(dt, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
-}
-
 /* ---- im2col (worker) --------------------------------------------------- */
 
 typedef struct conv_job {
@@ -128,7 +119,7 @@ static void fwd_run(sk_launch* l, void* args) {
   }
   int64_t og = g->o / g->groups, k = g->kh * g->kw * g->kc;
   if (a->direct) {
-    skc_gemm(a->dt, false, false, g->n * g->oh * g->ow, g->o, k, a->x, k, a->f,
+    sk_gemm(a->dt, false, false, g->n * g->oh * g->ow, g->o, k, a->x, k, a->f,
              g->o, 0., a->y, g->o);
     return;
   }
@@ -138,7 +129,7 @@ static void fwd_run(sk_launch* l, void* args) {
     char* y = (char*)a->y + (size_t)(r0 * g->ow * g->o) * a->es;
     for (int64_t grp = 0; grp < g->groups; grp++) {
       skc_im2col(a, r0, nr, grp);
-      skc_gemm(a->dt, false, false, nr * g->ow, og, k, a->col, k,
+      sk_gemm(a->dt, false, false, nr * g->ow, og, k, a->col, k,
                (const char*)a->f + (size_t)(grp * og) * a->es, g->o, 0.,
                y + (size_t)(grp * og) * a->es, g->o);
     }

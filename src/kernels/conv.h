@@ -6,7 +6,7 @@
  * Not part of the sk_ framework.
  *
  * Thread contract: skc_create runs at kernel construction; skc_spatial and
- * skc_prepare on TF's thread (compute functions); skc_gemm and skc_im2col on
+ * skc_prepare on TF's thread (compute functions); sk_gemm and skc_im2col on
  * the stream worker, reading only an skc_args.
  */
 #ifndef SIMDEV_KERNELS_CONV_H_
@@ -63,10 +63,6 @@ bool skc_spatial(sk_launch* l, const skc_attrs* at, skc_geom* g);
 /* The argument block for g, with direct / zero_only decided and the im2col
  * scratch allocated. NULL after a failure. */
 skc_args* skc_prepare(sk_launch* l, const skc_geom* g, TF_DataType dt);
-/* Row-major C = op(A) x op(B) + beta C through OpenBLAS. */
-void skc_gemm(TF_DataType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-              const void* a, int64_t lda, const void* b, int64_t ldb,
-              double beta, void* c, int64_t ldc);
 /* col = the patches of output rows [r0, r0 + rows) for channel group grp. */
 void skc_im2col(const skc_args* a, int64_t r0, int64_t rows, int64_t grp);
 

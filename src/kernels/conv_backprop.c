@@ -105,7 +105,7 @@ static void bp_input_run(sk_launch* l, void* args) {
     memset(a->x, 0, (size_t)(g->n * g->h * g->w * g->c) * a->es);
   if (a->zero_only) return;
   if (a->direct) { /* dx = dy x filter^T */
-    skc_gemm(a->dt, false, true, g->n * g->oh * g->ow, k, g->o, a->y, g->o,
+    sk_gemm(a->dt, false, true, g->n * g->oh * g->ow, k, g->o, a->y, g->o,
              a->f, g->o, 0., a->x, k);
     return;
   }
@@ -113,7 +113,7 @@ static void bp_input_run(sk_launch* l, void* args) {
   for (int64_t r0 = 0; r0 < rows; r0 += a->chunk_rows) {
     int64_t nr = rows - r0 < a->chunk_rows ? rows - r0 : a->chunk_rows;
     const char* dy = (const char*)a->y + (size_t)(r0 * g->ow * g->o) * a->es;
-    skc_gemm(a->dt, false, true, nr * g->ow, k, g->o, dy, g->o, a->f, g->o, 0.,
+    sk_gemm(a->dt, false, true, nr * g->ow, k, g->o, dy, g->o, a->f, g->o, 0.,
              a->col, k);
     col2im(a, r0, r0 + nr);
   }
@@ -129,7 +129,7 @@ static void bp_filter_run(sk_launch* l, void* args) {
     return;
   }
   if (a->direct) { /* dW = x^T x dy */
-    skc_gemm(a->dt, true, false, k, g->o, g->n * g->oh * g->ow, a->x, k, a->y,
+    sk_gemm(a->dt, true, false, k, g->o, g->n * g->oh * g->ow, a->x, k, a->y,
              g->o, 0., a->f, g->o);
     return;
   }
@@ -138,7 +138,7 @@ static void bp_filter_run(sk_launch* l, void* args) {
     int64_t nr = rows - r0 < a->chunk_rows ? rows - r0 : a->chunk_rows;
     const char* dy = (const char*)a->y + (size_t)(r0 * g->ow * g->o) * a->es;
     skc_im2col(a, r0, nr, 0);
-    skc_gemm(a->dt, true, false, k, g->o, nr * g->ow, a->col, k, dy, g->o,
+    sk_gemm(a->dt, true, false, k, g->o, nr * g->ow, a->col, k, dy, g->o,
              r0 == 0 ? 0. : 1., a->f, g->o);
   }
 }

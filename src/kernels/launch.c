@@ -41,6 +41,9 @@ struct sk_launch {
   int nheld, capheld;
   TF_Code code; /* first failure (TF_OK if none) */
   char msg[512];
+  /* Status for the TF calls of this launch, made once per launch. Calls stop
+   * at the first failure, so it is only ever reused while it is OK. */
+  TF_Status* st;
   /* Who completes the launch (see finish_or_hand_over). */
   _Atomic int state;
 };
@@ -57,7 +60,8 @@ enum { L_QUEUED = 0, L_RAN = 1, L_HANDED_OVER = 2 };
  * The analogue of a GPU driver's spin-then-yield wait. */
 #define LAUNCH_WATCH_NS 20000
 
-/* Set once by sk_launch_init (TF_InitKernel), before any kernel runs. */
+/* Set once by sk_launch_init (TF_InitKernel), before any kernel runs, from
+ * the settings SE_InitPlugin read. */
 static struct {
   int sync_launch;
   int early_completion;
@@ -158,11 +162,10 @@ bool sk_shape_eq(const sk_shape* a, const sk_shape* b) {
 
 TF_Tensor* sk_input(sk_launch* l, int i) {
   if (!sk_ok(l)) return NULL;
-  TF_Status* st = TF_NewStatus();
+  TF_Status* st = l->st;
   TF_Tensor* t = NULL;
   TF_GetInput(l->ctx, i, &t, st);
   bool ok = status_ok(l, st, "reading input");
-  TF_DeleteStatus(st);
   if (!ok) return NULL;
   return hold(l, t) ? t : NULL;
 }
@@ -171,24 +174,10 @@ TF_Tensor* sk_output(sk_launch* l, int i, const sk_shape* shape) {
   if (!sk_ok(l)) return NULL;
   TF_DataType dt = TF_ExpectedOutputDataType(l->ctx, i);
   size_t bytes = (size_t)shape->n * TF_DataTypeSize(dt);
-  TF_Status* st = TF_NewStatus();
+  TF_Status* st = l->st;
   TF_Tensor* t =
       TF_AllocateOutput(l->ctx, i, dt, shape->d, shape->nd, bytes, st);
   bool ok = status_ok(l, st, "allocating output");
-  TF_DeleteStatus(st);
-  if (!ok) return NULL;
-  return hold(l, t) ? t : NULL;
-}
-
-TF_Tensor* sk_output_forward(sk_launch* l, int in, int i,
-                             const sk_shape* shape) {
-  if (!sk_ok(l)) return NULL;
-  TF_Status* st = TF_NewStatus();
-  int forwarded = -1;
-  TF_Tensor* t = TF_ForwardInputOrAllocateOutput(l->ctx, &in, 1, i, shape->d,
-                                                 shape->nd, &forwarded, st);
-  bool ok = status_ok(l, st, "allocating output");
-  TF_DeleteStatus(st);
   if (!ok) return NULL;
   return hold(l, t) ? t : NULL;
 }
@@ -197,10 +186,9 @@ void* sk_temp(sk_launch* l, size_t bytes) {
   if (!sk_ok(l) || bytes == 0) return NULL;
   int64_t dims[1] = {(int64_t)bytes};
   TF_AllocatorAttributes attr = {TF_ALLOCATOR_ATTRIBUTES_STRUCT_SIZE, 0};
-  TF_Status* st = TF_NewStatus();
+  TF_Status* st = l->st;
   TF_Tensor* t = TF_AllocateTemp(l->ctx, TF_UINT8, dims, 1, &attr, st);
   bool ok = status_ok(l, st, "allocating scratch");
-  TF_DeleteStatus(st);
   if (!ok) return NULL;
   return hold(l, t) ? TF_TensorData(t) : NULL;
 }
@@ -214,13 +202,12 @@ void sk_output_alias(sk_launch* l, int i, const TF_Tensor* from,
     sk_fail(l, TF_RESOURCE_EXHAUSTED, "simdev: out of host memory");
     return;
   }
-  TF_Status* st = TF_NewStatus();
+  TF_Status* st = l->st;
   TF_TensorBitcastFrom(from, dtype, to, shape->d, shape->nd, st);
   if (status_ok(l, st, "aliasing output")) {
     TF_SetOutput(l->ctx, i, to, st);
     status_ok(l, st, "setting output");
   }
-  TF_DeleteStatus(st);
   TF_DeleteTensor(to);
 }
 
@@ -242,6 +229,7 @@ void sk_work(sk_launch* l, sk_run_fn run, const char* label) {
 /* ---- completion -------------------------------------------------------- */
 
 static void free_launch(sk_launch* l) {
+  TF_DeleteStatus(l->st);
   free(l->held);
   free(l->args);
   free(l);
@@ -251,10 +239,8 @@ static void free_launch(sk_launch* l) {
  * on the stream worker, or on TF's thread for launches never queued. */
 static void complete(sk_launch* l) {
   if (l->code != TF_OK) {
-    TF_Status* st = TF_NewStatus();
-    TF_SetStatus(st, l->code, l->msg);
-    TF_OpKernelContext_Failure(l->ctx, st);
-    TF_DeleteStatus(st);
+    TF_SetStatus(l->st, l->code, l->msg);
+    TF_OpKernelContext_Failure(l->ctx, l->st);
   }
   release_held(l);
   void* done = l->done;
@@ -335,6 +321,7 @@ static void compute_async(void* kernel, TF_OpKernelContext* ctx,
     return;
   }
   l->ctx = ctx;
+  l->st = TF_NewStatus();
 
   k->compute(l, k->state);
 
@@ -342,11 +329,9 @@ static void compute_async(void* kernel, TF_OpKernelContext* ctx,
     complete(l);
     return;
   }
-  TF_Status* st = TF_NewStatus();
-  SP_Stream sp = TF_GetStream(ctx, st);
-  if (status_ok(l, st, "TF_GetStream") && (sp == NULL || sp->s == NULL))
+  SP_Stream sp = TF_GetStream(ctx, l->st);
+  if (status_ok(l, l->st, "TF_GetStream") && (sp == NULL || sp->s == NULL))
     sk_fail(l, TF_INTERNAL, "TF_GetStream returned no SIMDEV stream");
-  TF_DeleteStatus(st);
   if (!sk_ok(l)) {
     complete(l);
     return;
@@ -507,13 +492,11 @@ bool sk_register_ops(const sk_op* ops, char* msg, size_t len) {
 
 /* ---- set-up ----------------------------------------------------------- */
 
-bool sk_launch_init(char* msg, size_t len) {
-  sim_config cfg;
-  if (sim_config_from_env(&cfg, msg, len) != SIM_OK) return false;
-  g.sync_launch = cfg.sync_launch;
-  g.early_completion = cfg.unsafe_early_completion;
+void sk_launch_init(void) {
+  const sim_config* cfg = se_config();
+  g.sync_launch = cfg->sync_launch;
+  g.early_completion = cfg->unsafe_early_completion;
   sk_blas_init();
-  return true;
 }
 
 const char* sk_dtype_name(TF_DataType t) {

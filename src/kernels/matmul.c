@@ -25,8 +25,8 @@
 
 #include "kernels/sk.h"
 
-/* Per-product multiply-adds below which OpenBLAS runs single-threaded
- * (its GEMM_MULTITHREAD_THRESHOLD * 65536): such products go in parallel. */
+/* Per-product multiply-adds below which sk_gemm keeps a product on one
+ * thread: batches of such products are spread over the cores instead. */
 #define MM_SMALL_MNK (4 * 65536)
 
 typedef struct mm_attrs {

@@ -144,10 +144,6 @@ TF_OpKernelContext* sk_context(sk_launch* l);
 TF_Tensor* sk_input(sk_launch* l, int i);
 /* Allocates output i with the dtype TF expects, held until completion. */
 TF_Tensor* sk_output(sk_launch* l, int i, const sk_shape* shape);
-/* Output i may reuse input `in` if TF allows it (same size, last user);
- * otherwise a new buffer. */
-TF_Tensor* sk_output_forward(sk_launch* l, int in, int i,
-                             const sk_shape* shape);
 /* Device scratch of `bytes` bytes (64-byte aligned), held until completion.
  * NULL on failure or when bytes == 0. */
 void* sk_temp(sk_launch* l, size_t bytes);
@@ -170,8 +166,9 @@ void sk_run_fail(sk_launch* l, TF_Code code, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* ---- launch.c internals used by kernels.c ------------------------------ */
-/* Reads SIMDEV_SYNC / SIMDEV_UNSAFE_EARLY_COMPLETION. */
-bool sk_launch_init(char* msg, size_t len);
+/* Takes SIMDEV_SYNC / SIMDEV_UNSAFE_EARLY_COMPLETION from the settings
+ * SE_InitPlugin read, and makes OpenBLAS single-threaded. */
+void sk_launch_init(void);
 
 /* ---- gemm.c (worker) ----------------------------------------------------- */
 /* Row-major C = op(A) op(B) + beta C, float32 or float64, spread over the

@@ -14,7 +14,9 @@
 
 #include "se/se_internal.h"
 
-static sim_config g_config;
+static sim_config g_config; /* read once, by SE_InitPlugin */
+
+const sim_config* se_config(void) { return &g_config; }
 
 /* Live devices by ordinal, for cross-device copies (TF hands a dtod copy
  * only one SP_Device). Guarded by g_devices_lock. */

@@ -47,6 +47,10 @@ void se_set_statusf(TF_Status* status, int err, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* ---- plugin.c ---------------------------------------------------------- */
+/* The SIMDEV_* settings SE_InitPlugin read (TF calls TF_InitKernel after
+ * it, so the kernels read them here rather than parse the environment
+ * again). */
+const sim_config* se_config(void);
 /* The simdev device whose region holds [p, p+size), or NULL. */
 sim_device* se_owner_of(const void* p, uint64_t size);
 static inline sim_device* se_device(const SP_Device* d) {

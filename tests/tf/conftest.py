@@ -160,6 +160,20 @@ def installed_plugins():
     return sorted({os.path.realpath(p) for p in found})
 
 
+def assert_error_like_cpu(d):
+    """For a check that ran one bad input on SIMDEV and on CPU and then a good
+    op on SIMDEV: {"sim": (class, msg), "cpu": (class, msg), "after":
+    versus_cpu report}. Same exception class as CPU, raised by SIMDEV, and
+    the device still works afterwards."""
+    sim_cls, sim_msg = d["sim"]
+    cpu_cls, cpu_msg = d["cpu"]
+    assert cpu_cls, f"CPU accepted the bad input: {d}"
+    assert sim_cls == cpu_cls, f"SIMDEV raised {sim_cls!r} ({sim_msg}), " \
+                               f"CPU {cpu_cls!r} ({cpu_msg})"
+    assert "SIMDEV" in sim_msg, f"error did not come from SIMDEV: {sim_msg}"
+    assert d["after"]["on_simdev"] and d["after"]["close"], d["after"]
+
+
 @dataclasses.dataclass
 class Plugin:
     path: str    # the library under test

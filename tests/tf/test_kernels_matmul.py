@@ -10,6 +10,8 @@ still work afterwards. Results must also be bit-identical run to run.
 """
 import pytest
 
+from conftest import assert_error_like_cpu
+
 # name -> (a shape, b shape, op, kwargs). op "mm" is tf.linalg.matmul, which
 # emits MatMul for rank 2 and BatchMatMulV2 above; "bmm" is the raw
 # BatchMatMulV2 (also for rank 2 operands, or ranks that differ).
@@ -169,14 +171,7 @@ def test_gradient_tape(mm):
 
 @pytest.mark.parametrize("name", list(ERRORS))
 def test_error_class_matches_cpu(mm, name):
-    d = mm.data(f"error {name}")
-    sim_cls, sim_msg = d["sim"]
-    cpu_cls, cpu_msg = d["cpu"]
-    assert cpu_cls, f"CPU accepted the bad input: {d}"
-    assert sim_cls == cpu_cls, f"SIMDEV raised {sim_cls!r} ({sim_msg}), " \
-                               f"CPU {cpu_cls!r} ({cpu_msg})"
-    assert "SIMDEV" in sim_msg, f"error did not come from SIMDEV: {sim_msg}"
-    assert d["after"]["on_simdev"] and d["after"]["close"], d["after"]
+    assert_error_like_cpu(mm.data(f"error {name}"))
 
 
 def test_clean_exit(mm):
