@@ -5,7 +5,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config dpkg-dev valgrind
       libopenblas-dev libhwloc-dev libjemalloc-dev libcmocka-dev
-      python3-venv binutils clang)
+      python3-venv python3-dev binutils clang)
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 

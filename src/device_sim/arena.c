@@ -240,6 +240,12 @@ int sim_arena_numa_bound(const sim_arena* a) { return a->numa_bound; }
 
 /* ---- allocation (public API, see sim.h) -------------------------------- */
 
+/* [p, p+size) inside the region (mapped host ranges are not). */
+static int in_region(const sim_arena* a, const void* p, uint64_t size) {
+  uintptr_t lo = (uintptr_t)a->base, q = (uintptr_t)p;
+  return q >= lo && q - lo <= a->size && size <= a->size - (q - lo);
+}
+
 void* sim_mem_alloc(sim_device* dev, uint64_t size) {
   if (dev == NULL) return NULL;
   sim_arena* a = dev->arena;
@@ -270,7 +276,7 @@ void sim_mem_free(sim_device* dev, void* p) {
   sim_arena* a = dev->arena;
   /* A pointer from elsewhere would corrupt jemalloc: that is a caller bug
    * we can detect cheaply, so we do. */
-  SIM_CHECK(sim_mem_contains(dev, p, 1));
+  SIM_CHECK(in_region(a, p, 1)); /* never a mapped host range */
   uint64_t usable = sdje_sallocx(p, MALLOCX_TCACHE_NONE);
   sdje_dallocx(p, MALLOCX_TCACHE_NONE);
   SIM_VG_FREE(p);
@@ -282,7 +288,7 @@ void sim_mem_free(sim_device* dev, void* p) {
 }
 
 uint64_t sim_mem_usable_size(sim_device* dev, const void* p) {
-  if (dev == NULL || p == NULL || !sim_mem_contains(dev, p, 1)) return 0;
+  if (dev == NULL || p == NULL || !in_region(dev->arena, p, 1)) return 0;
   return sdje_sallocx(p, MALLOCX_TCACHE_NONE);
 }
 
@@ -295,9 +301,7 @@ void sim_mem_get_stats(sim_device* dev, sim_mem_stats* out) {
 
 int sim_mem_contains(const sim_device* dev, const void* p, uint64_t size) {
   if (dev == NULL || p == NULL) return 0;
-  const sim_arena* a = dev->arena;
-  uintptr_t lo = (uintptr_t)a->base, q = (uintptr_t)p;
-  return q >= lo && q - lo <= a->size && size <= a->size - (q - lo);
+  return in_region(dev->arena, p, size) || sim_mapped_contains(dev, p, size);
 }
 
 /* Host staging memory: plain aligned host memory with a size header so the

@@ -35,6 +35,7 @@ int sim_device_create(int ordinal, uint64_t memory_mb, sim_device** out) {
     return err;
   }
   SIM_CHECK_PT(pthread_mutex_init(&dev->streams_lock, NULL));
+  sim_mapped_init(dev);
   *out = dev;
   return SIM_OK;
 }
@@ -51,6 +52,7 @@ void sim_device_destroy(sim_device* dev) {
     sim_stream_destroy(s);
   }
   sim_arena_destroy(dev->arena);
+  sim_mapped_destroy(dev);
   SIM_CHECK_PT(pthread_mutex_destroy(&dev->streams_lock));
   free(dev);
 }

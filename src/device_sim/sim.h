@@ -125,8 +125,19 @@ void sim_mem_free(sim_device* dev, void* p);
 /* Usable size of a live allocation (>= requested). */
 uint64_t sim_mem_usable_size(sim_device* dev, const void* p);
 void sim_mem_get_stats(sim_device* dev, sim_mem_stats* out);
-/* 1 if [p, p+size) lies inside dev's region. */
+/* 1 if [p, p+size) lies inside dev's region or inside one host range
+ * mapped into dev. */
 int sim_mem_contains(const sim_device* dev, const void* p, uint64_t size);
+
+/* Maps the host range [p, p+size) into dev, like cuMemHostRegister: device
+ * memory for sim_mem_contains until unregistered (a zero-copy DLPack import
+ * lives in it). The memory stays the caller's; nothing is counted in the
+ * device's stats. A range may be registered several times; each
+ * registration needs its own unregister with the same p and size.
+ * SIM_EINVAL for NULL/empty/wrapping ranges (or an unregister of a range
+ * not registered), SIM_ENOMEM. Thread-safe. */
+int sim_mem_register_host(sim_device* dev, void* p, uint64_t size);
+int sim_mem_unregister_host(sim_device* dev, void* p, uint64_t size);
 
 /* Host ("pinned") staging memory: separate from the device region, counted
  * separately. Aligned to SIM_MEM_ALIGN. */

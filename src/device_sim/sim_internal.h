@@ -50,7 +50,24 @@ struct sim_device {
   pthread_mutex_t streams_lock;
   sim_stream* streams;
   int next_stream_id;
+
+  /* Host ranges mapped into the device (mapped.c), under mapped_lock.
+   * nmapped_pub mirrors nmapped for the lock-free "none mapped" check. */
+  pthread_mutex_t mapped_lock;
+  struct sim_mapped_range* mapped;
+  int nmapped, capmapped;
+  _Atomic int nmapped_pub;
 };
+
+/* ---- mapped.c ---------------------------------------------------------- */
+typedef struct sim_mapped_range {
+  uintptr_t base;
+  uint64_t size;
+} sim_mapped_range;
+void sim_mapped_init(sim_device* dev);
+void sim_mapped_destroy(sim_device* dev);
+/* 1 if [p, p+size) lies inside one mapped range of dev. */
+int sim_mapped_contains(const sim_device* dev, const void* p, uint64_t size);
 /* Called by stream.c at creation/destruction. */
 int sim_device_add_stream(sim_device* dev, sim_stream* s);
 void sim_device_remove_stream(sim_device* dev, sim_stream* s);

@@ -42,14 +42,20 @@ typedef enum dlp_err {
   DLP_ENOMEM = -4,
 } dlp_err;
 
-/* What an importer needs from a validated tensor. */
+/* What an importer needs from a validated tensor. A zero-copy import needs
+ * `compact` (and TF also wants the data aligned and, since TF may write into
+ * its tensors, not read_only); anything else can only be copied, with
+ * dlp_gather. */
 typedef struct dlp_view {
   void* data; /* first element; NULL only when nbytes == 0 */
   DLDataType dtype;
   int ndim;
   int64_t shape[DLP_MAX_DIMS];
+  int64_t strides[DLP_MAX_DIMS]; /* in elements; compact ones if NULL */
   int64_t elements;
-  uint64_t nbytes;
+  uint64_t nbytes; /* of the compact tensor: elements * element size */
+  bool compact;    /* row-major without gaps (the strides of size-1 dims and
+                      of empty tensors do not matter) */
   bool read_only;  /* DLPACK_FLAG_BITMASK_READ_ONLY (versioned only) */
   bool aligned64;  /* data % 64 == 0 (TF copies unaligned buffers) */
 } dlp_view;
@@ -58,9 +64,11 @@ typedef struct dlp_view {
  * bfloat 16, int and uint 8/16/32/64, bool 8, complex 64/128; 0 otherwise. */
 size_t dlp_dtype_size(DLDataType dtype);
 
-/* Validates t for a zero-copy import and fills *out. On error returns a
- * dlp_err and writes why into msg (always NUL-terminated); *out is then
- * unspecified. Never dereferences data. */
+/* Validates t for an import and fills *out. Strided tensors (transposed,
+ * sliced, broadcast with stride 0, negative strides) are valid, with
+ * out->compact false; their byte span is checked not to overflow. On error
+ * returns a dlp_err and writes why into msg (always NUL-terminated); *out is
+ * then unspecified. Never dereferences data. */
 int dlp_check_tensor(const DLTensor* t, dlp_view* out, char* msg, size_t len);
 /* The same for a managed tensor; the versioned form also checks the major
  * version and reads the read-only flag. */
@@ -68,6 +76,11 @@ int dlp_check_legacy(const DLManagedTensor* t, dlp_view* out, char* msg,
                      size_t len);
 int dlp_check_versioned(const DLManagedTensorVersioned* t, dlp_view* out,
                         char* msg, size_t len);
+
+/* Copies the elements of a validated view, in row-major order, to the
+ * compact buffer dst of v->nbytes bytes (which must not overlap the
+ * source). Reads exactly the elements the strides name. */
+void dlp_gather(const dlp_view* v, void* dst);
 
 /* Export: a managed tensor over `data` (kDLCPU, compact row-major strides
  * always filled, byte_offset 0). When the consumer calls the deleter,

@@ -49,15 +49,33 @@ size_t dlp_dtype_size(DLDataType t) {
   }
 }
 
-/* Strides must describe the compact row-major layout; a dimension of size 1
- * may have any stride (it is never stepped over), and a tensor with no
- * elements has no layout to check. */
-static bool compact(const DLTensor* t, int64_t elements) {
+/* Strides describe the compact row-major layout when every dimension of
+ * size > 1 has the stride of the dimensions after it; a dimension of size 1
+ * is never stepped over, and a tensor with no elements has no layout. */
+static bool is_compact(const DLTensor* t, int64_t elements) {
   if (t->strides == NULL || elements == 0) return true;
   int64_t want = 1;
   for (int i = t->ndim - 1; i >= 0; i--) {
     if (t->shape[i] != 1 && t->strides[i] != want) return false;
     want *= t->shape[i];
+  }
+  return true;
+}
+
+/* The byte distance between the lowest and the highest element a strided
+ * tensor names must fit in int64 (so that pointer arithmetic on it is
+ * defined). Called with elements > 0, so every dim is >= 1. */
+static bool span_fits(const DLTensor* t, size_t esize) {
+  int64_t span = 0; /* sum of |stride| * (dim - 1), in elements */
+  const int64_t max = INT64_MAX / (int64_t)esize;
+  for (int i = 0; i < t->ndim; i++) {
+    int64_t d = t->shape[i] - 1, st = t->strides[i];
+    if (d == 0) continue;
+    if (st == INT64_MIN) return false;
+    int64_t a = st < 0 ? -st : st;
+    if (a != 0 && d > max / a) return false;
+    if (span > max - a * d) return false;
+    span += a * d;
   }
   return true;
 }
@@ -106,10 +124,11 @@ int dlp_check_tensor(const DLTensor* t, dlp_view* out, char* msg,
     if (d > 0) elements *= d;
   }
   if (zero) elements = 0;
-  if (!compact(t, elements))
-    return fail(DLP_EUNSUPPORTED, msg, len,
-                "DLPack strides are not compact row-major: a zero-copy import "
-                "needs a contiguous tensor");
+  bool compact = is_compact(t, elements);
+  if (!compact && !span_fits(t, esize))
+    return fail(DLP_EINVAL, msg, len,
+                "DLPack strides overflow: the tensor spans more than 2^63 "
+                "bytes");
   if (t->data == NULL && elements > 0)
     return fail(DLP_EINVAL, msg, len,
                 "DLPack data is NULL for %lld elements", (long long)elements);
@@ -118,11 +137,50 @@ int dlp_check_tensor(const DLTensor* t, dlp_view* out, char* msg,
   out->data = t->data;
   out->dtype = t->dtype;
   out->ndim = t->ndim;
-  for (int i = 0; i < t->ndim; i++) out->shape[i] = t->shape[i];
+  int64_t want = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    out->shape[i] = t->shape[i];
+    out->strides[i] = compact ? want : t->strides[i];
+    want *= t->shape[i] > 0 ? t->shape[i] : 1;
+  }
   out->elements = elements;
   out->nbytes = (uint64_t)elements * esize;
+  out->compact = compact;
   out->aligned64 = ((uintptr_t)t->data % 64) == 0;
   return DLP_OK;
+}
+
+/* Copies one row (the innermost dimension) element by element; the
+ * element sizes simdev exchanges are 1..16 bytes. */
+static void gather_row(char* dst, const char* src, int64_t n, int64_t step,
+                       size_t esize) {
+  for (int64_t i = 0; i < n; i++) memcpy(dst + i * (int64_t)esize,
+                                         src + i * step, esize);
+}
+
+void dlp_gather(const dlp_view* v, void* dst) {
+  if (v->elements == 0) return;
+  size_t esize = dlp_dtype_size(v->dtype);
+  if (v->compact) {
+    memcpy(dst, v->data, v->nbytes);
+    return;
+  }
+  const int64_t es = (int64_t)esize;
+  int nd = v->ndim;
+  int64_t inner = nd > 0 ? v->shape[nd - 1] : 1;
+  int64_t step = nd > 0 ? v->strides[nd - 1] * es : 0;
+  int64_t idx[DLP_MAX_DIMS] = {0};
+  char* out = dst;
+  for (int64_t row = 0, rows = v->elements / inner; row < rows; row++) {
+    int64_t off = 0; /* byte offset of this row's first element */
+    for (int i = 0; i < nd - 1; i++) off += idx[i] * v->strides[i] * es;
+    gather_row(out, (const char*)v->data + off, inner, step, esize);
+    out += inner * es;
+    for (int i = nd - 2; i >= 0; i--) { /* odometer over the outer dims */
+      if (++idx[i] < v->shape[i]) break;
+      idx[i] = 0;
+    }
+  }
 }
 
 int dlp_check_legacy(const DLManagedTensor* t, dlp_view* out, char* msg,

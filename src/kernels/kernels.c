@@ -26,7 +26,7 @@ void TF_InitKernel(void) {
       {"matmul", sk_register_matmul}, {"conv", sk_register_conv},
       {"pool", sk_register_pool},     {"cwise", sk_register_cwise},
       {"reduce", sk_register_reduce}, {"softmax", sk_register_softmax},
-      {"misc", sk_register_misc},
+      {"misc", sk_register_misc},     {"dlpack", sk_register_dlpack},
   };
   for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
     msg[0] = '\0';

@@ -37,6 +37,7 @@ struct sk_launch {
   sk_run_fn run;
   const char* label;
   void* args;
+  void (*args_cleanup)(void* args); /* see sk_args_cleanup */
   TF_Tensor** held; /* inputs, outputs and temporaries kept alive */
   int nheld, capheld;
   TF_Code code; /* first failure (TF_OK if none) */
@@ -98,6 +99,10 @@ static bool status_ok(sk_launch* l, TF_Status* st, const char* what) {
 
 bool sk_ok(const sk_launch* l) { return l->code == TF_OK; }
 TF_OpKernelContext* sk_context(sk_launch* l) { return l->ctx; }
+TF_Status* sk_status(sk_launch* l) { return l->st; }
+bool sk_status_ok(sk_launch* l, const char* what) {
+  return status_ok(l, l->st, what);
+}
 
 /* ---- held tensors ------------------------------------------------------ */
 
@@ -220,6 +225,11 @@ void* sk_args(sk_launch* l, size_t size) {
   return l->args;
 }
 
+void sk_args_cleanup(sk_launch* l, void (*cleanup)(void* args)) {
+  SIM_CHECK(l->args != NULL);
+  l->args_cleanup = cleanup;
+}
+
 void sk_work(sk_launch* l, sk_run_fn run, const char* label) {
   if (!sk_ok(l)) return;
   l->run = run;
@@ -229,6 +239,7 @@ void sk_work(sk_launch* l, sk_run_fn run, const char* label) {
 /* ---- completion -------------------------------------------------------- */
 
 static void free_launch(sk_launch* l) {
+  if (l->args_cleanup != NULL) l->args_cleanup(l->args);
   TF_DeleteStatus(l->st);
   free(l->held);
   free(l->args);

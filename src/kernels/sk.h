@@ -129,6 +129,7 @@ bool sk_register_cwise(char* msg, size_t len);
 bool sk_register_reduce(char* msg, size_t len);
 bool sk_register_softmax(char* msg, size_t len);
 bool sk_register_misc(char* msg, size_t len);
+bool sk_register_dlpack(char* msg, size_t len); /* also defines the ops */
 
 /* ---- launches (TF thread) ---------------------------------------------- */
 /* Whether the launch is still good; every sk_ call below is a no-op on a
@@ -139,6 +140,10 @@ bool sk_ok(const sk_launch* l);
 void sk_fail(sk_launch* l, TF_Code code, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
 TF_OpKernelContext* sk_context(sk_launch* l);
+/* The launch's status, for a direct TF call; sk_status_ok moves a failure
+ * in it to the launch ("what: message") and returns false. */
+TF_Status* sk_status(sk_launch* l);
+bool sk_status_ok(sk_launch* l, const char* what);
 
 /* Input i, held until the launch completes. NULL on failure. */
 TF_Tensor* sk_input(sk_launch* l, int i);
@@ -153,6 +158,10 @@ void sk_output_alias(sk_launch* l, int i, const TF_Tensor* from,
                      TF_DataType dtype, const sk_shape* shape);
 /* Zeroed argument block for the run function, freed at completion. */
 void* sk_args(sk_launch* l, size_t size);
+/* cleanup(args) runs when the launch is freed, whether or not the run
+ * function ran: for arguments that own something the run function takes
+ * over (it clears them when it does). */
+void sk_args_cleanup(sk_launch* l, void (*cleanup)(void* args));
 
 /* The work for the stream: run(l, args) on the worker. A launch that never
  * calls sk_work (e.g. empty outputs) completes without touching the stream. */

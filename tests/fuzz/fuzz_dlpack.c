@@ -109,6 +109,14 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       prod = v.shape[i] == 0 ? 0 : prod * v.shape[i];
     }
     ABORT_IF(prod != v.elements);
+    /* compact means the strides (when given) are the row-major ones for
+     * every dimension that is stepped over. */
+    int64_t want = 1;
+    for (int i = v.ndim - 1; i >= 0 && v.compact && strides && prod > 0; i--) {
+      ABORT_IF(v.shape[i] != 1 && strides[i] != want);
+      want *= v.shape[i];
+    }
+    ABORT_IF(!v.compact && strides == NULL);
   }
   /* The legacy entry point agrees with the versioned one on the tensor. */
   DLManagedTensor legacy;

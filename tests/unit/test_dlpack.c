@@ -440,6 +440,82 @@ static void round_trip(void** state) {
   free(buf);
 }
 
+/* ----------------------------------------------------------------- gather */
+
+/* dlp_gather reads exactly the elements the strides name, in row-major
+ * order: transposed, padded, reversed (negative stride) and broadcast. */
+static void gather_layouts(void** state) {
+  (void)state;
+  int32_t src[12];
+  for (int i = 0; i < 12; i++) src[i] = 100 + i;
+  DLTensor t = valid_tensor(); /* 2x3 */
+  t.dtype = dt(kDLInt, 32, 1);
+  dlp_view v;
+  int32_t out[12];
+  struct {
+    const char* name;
+    int64_t strides[2];
+    int offset; /* element the data pointer starts at */
+    int32_t want[6];
+  } cases[] = {
+      {"compact", {3, 1}, 0, {100, 101, 102, 103, 104, 105}},
+      {"transposed", {1, 2}, 0, {100, 102, 104, 101, 103, 105}},
+      {"padded", {4, 1}, 0, {100, 101, 102, 104, 105, 106}},
+      {"reversed rows", {-3, 1}, 3, {103, 104, 105, 100, 101, 102}},
+      {"reversed cols", {3, -1}, 2, {102, 101, 100, 105, 104, 103}},
+      {"broadcast", {0, 1}, 0, {100, 101, 102, 100, 101, 102}},
+  };
+  for (size_t c = 0; c < TU_ARRAY_SIZE(cases); c++) {
+    t.data = src + cases[c].offset;
+    t.strides = cases[c].strides;
+    assert_int_equal(dlp_check_tensor(&t, &v, NULL, 0), DLP_OK);
+    assert_int_equal(v.nbytes, 24);
+    memset(out, 0, sizeof(out));
+    dlp_gather(&v, out);
+    for (int i = 0; i < 6; i++)
+      if (out[i] != cases[c].want[i]) {
+        print_message("%s: element %d is %d, want %d\n", cases[c].name, i,
+                      out[i], cases[c].want[i]);
+        fail();
+      }
+    assert_int_equal(out[6], 0); /* nothing past nbytes */
+  }
+  /* Scalars, rank 1 and empty tensors. */
+  int64_t st1[1] = {3};
+  int64_t sh1[1] = {4};
+  t.ndim = 1;
+  t.shape = sh1;
+  t.strides = st1;
+  t.data = src;
+  assert_int_equal(dlp_check_tensor(&t, &v, NULL, 0), DLP_OK);
+  dlp_gather(&v, out);
+  assert_int_equal(out[0], 100);
+  assert_int_equal(out[3], 109);
+  t.ndim = 0;
+  t.data = src + 5;
+  assert_int_equal(dlp_check_tensor(&t, &v, NULL, 0), DLP_OK);
+  dlp_gather(&v, out);
+  assert_int_equal(out[0], 105);
+  sh1[0] = 0;
+  t.ndim = 1;
+  t.data = NULL;
+  assert_int_equal(dlp_check_tensor(&t, &v, NULL, 0), DLP_OK);
+  dlp_gather(&v, NULL); /* nothing to read or write */
+  /* 16-byte elements (complex128). */
+  double cplx[8];
+  for (int i = 0; i < 8; i++) cplx[i] = i;
+  int64_t sh2[1] = {2};
+  int64_t st2[1] = {2}; /* every other complex number */
+  t.dtype = dt(kDLComplex, 128, 1);
+  t.shape = sh2;
+  t.strides = st2;
+  t.data = cplx;
+  assert_int_equal(dlp_check_tensor(&t, &v, NULL, 0), DLP_OK);
+  double got[4];
+  dlp_gather(&v, got);
+  assert_true(got[0] == 0 && got[1] == 1 && got[2] == 4 && got[3] == 5);
+}
+
 /* ---------------------------------------------------------------- rejects */
 
 enum { OUT_TENSOR = 0, OUT_NULL_TENSOR, OUT_NULL_VIEW };
@@ -458,10 +534,8 @@ static int64_t g_over3[3] = {2, INT64_C(1) << 30, INT64_C(1) << 33};
 /* 2^62 elements fit in int64; their 2^64 bytes do not. */
 static int64_t g_over_bytes[2] = {INT64_C(1) << 31, INT64_C(1) << 31};
 static int64_t g_over_edge[1] = {INT64_MAX / 4 + 1};
-static int64_t g_t_strides[2] = {1, 2}; /* 2x3 transposed (column-major) */
-static int64_t g_pad_strides[2] = {4, 1}; /* rows padded to 4 */
-static int64_t g_s123[3] = {1, 2, 3};
-static int64_t g_bad3[3] = {6, 3, 2}; /* compact would be {6,3,1} */
+static int64_t g_huge_strides[2] = {INT64_MAX / 2, 1};
+static int64_t g_min_strides[2] = {INT64_MIN, 1};
 static int64_t g_shape33[DLP_MAX_DIMS + 1];
 
 static size_t make_rejects(reject_case* c, size_t cap) {
@@ -518,14 +592,10 @@ static size_t make_rejects(reject_case* c, size_t cap) {
   ADD("device CUDAHost", OUT_TENSOR, DLP_EUNSUPPORTED, "device");
   c[n].t.byte_offset = 8;
   ADD("byte_offset 8", OUT_TENSOR, DLP_EUNSUPPORTED, "byte_offset");
-  c[n].t.strides = g_t_strides;
-  ADD("transposed strides", OUT_TENSOR, DLP_EUNSUPPORTED, "strides");
-  c[n].t.strides = g_pad_strides;
-  ADD("padded strides", OUT_TENSOR, DLP_EUNSUPPORTED, "strides");
-  c[n].t.ndim = 3;
-  c[n].t.shape = g_s123;
-  c[n].t.strides = g_bad3;
-  ADD("inner stride 2", OUT_TENSOR, DLP_EUNSUPPORTED, "strides");
+  c[n].t.strides = g_huge_strides;
+  ADD("stride span overflows", OUT_TENSOR, DLP_EINVAL, "strides overflow");
+  c[n].t.strides = g_min_strides;
+  ADD("stride INT64_MIN", OUT_TENSOR, DLP_EINVAL, "strides overflow");
   c[n].t.data = NULL;
   ADD("NULL data", OUT_TENSOR, DLP_EINVAL, "data");
   c[n].t.data = NULL;
@@ -606,8 +676,8 @@ static void message_truncated(void** state) {
 
 /* ---------------------------------------------------------------- accepts */
 
-static void check_ok(const char* name, const DLTensor* t, int64_t elements,
-                     uint64_t nbytes) {
+static void check_ok_layout(const char* name, const DLTensor* t,
+                            int64_t elements, uint64_t nbytes, bool compact) {
   char msg[256] = "";
   dlp_view v;
   memset(&v, 0xa5, sizeof(v));
@@ -617,13 +687,18 @@ static void check_ok(const char* name, const DLTensor* t, int64_t elements,
     fail();
   }
   if (v.elements != elements || v.nbytes != nbytes || v.ndim != t->ndim ||
-      v.data != t->data || v.read_only) {
+      v.data != t->data || v.read_only || v.compact != compact) {
     print_message("%s: elements %lld nbytes %llu (want %lld %llu)\n", name,
                   (long long)v.elements, (unsigned long long)v.nbytes,
                   (long long)elements, (unsigned long long)nbytes);
     fail();
   }
   for (int i = 0; i < t->ndim; i++) assert_int_equal(v.shape[i], t->shape[i]);
+}
+
+static void check_ok(const char* name, const DLTensor* t, int64_t elements,
+                     uint64_t nbytes) {
+  check_ok_layout(name, t, elements, nbytes, true);
 }
 
 static void check_accepts(void** state) {
@@ -670,6 +745,27 @@ static void check_accepts(void** state) {
   check_ok("zero dim NULL data", &t, 0, 0);
   t.strides = NULL;
   check_ok("zero dim NULL data NULL strides", &t, 0, 0);
+
+  /* Strided: valid, but only for a copy (compact false). */
+  int64_t t_strides[2] = {1, 2}; /* 2x3 transposed (column-major) */
+  int64_t pad_strides[2] = {4, 1}; /* rows padded to 4 */
+  int64_t neg_strides[2] = {-3, 1};
+  int64_t bcast_strides[2] = {0, 1};
+  t = valid_tensor();
+  t.strides = t_strides;
+  check_ok_layout("transposed strides", &t, 6, 24, false);
+  t.strides = pad_strides;
+  check_ok_layout("padded strides", &t, 6, 24, false);
+  t.strides = neg_strides;
+  check_ok_layout("negative strides", &t, 6, 24, false);
+  t.strides = bcast_strides;
+  check_ok_layout("broadcast stride 0", &t, 6, 24, false);
+  int64_t s123[3] = {1, 2, 3};
+  int64_t bad3[3] = {6, 3, 2}; /* compact would be {6,3,1} */
+  t.ndim = 3;
+  t.shape = s123;
+  t.strides = bad3;
+  check_ok_layout("inner stride 2", &t, 6, 24, false);
 
   /* Scalar: no shape needed. */
   t = valid_tensor();
@@ -780,6 +876,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(message_truncated),
       cmocka_unit_test(check_accepts),
       cmocka_unit_test(check_managed),
+      cmocka_unit_test(gather_layouts),
   };
   return cmocka_run_group_tests_name("dlpack", tests, NULL, NULL);
 }
