@@ -37,14 +37,18 @@ _TO_TF = {
     (_DL_FLOAT, 16): tf.float16, (_DL_FLOAT, 32): tf.float32,
     (_DL_FLOAT, 64): tf.float64, (_DL_BFLOAT, 16): tf.bfloat16,
     (_DL_INT, 8): tf.int8, (_DL_INT, 16): tf.int16,
-    (_DL_INT, 32): tf.int32, (_DL_INT, 64): tf.int64,
+    (_DL_INT, 64): tf.int64,
     (_DL_UINT, 8): tf.uint8, (_DL_UINT, 16): tf.uint16,
     (_DL_UINT, 32): tf.uint32, (_DL_UINT, 64): tf.uint64,
     (_DL_BOOL, 8): tf.bool, (_DL_COMPLEX, 64): tf.complex64,
     (_DL_COMPLEX, 128): tf.complex128,
 }
-#: TensorFlow dtypes that can cross DLPack (both sides have them).
+#: TensorFlow dtypes that can cross DLPack (both sides have them). Not int32:
+#: TensorFlow keeps the int32 tensors of every device in host memory.
 DTYPES = tuple(sorted(set(_TO_TF.values()), key=lambda d: d.name))
+_INT32_MSG = ("simdev.dlpack: int32 is not exchanged: TensorFlow keeps the "
+              "int32 tensors of every device in host memory (use int64, or "
+              "tf.experimental.dlpack on a CPU tensor)")
 
 _COPY_MODE = {None: "if_needed", False: "never", True: "always"}
 
@@ -70,6 +74,8 @@ def to_dlpack(t, *, versioned=False):
         raise TypeError("simdev.dlpack.to_dlpack: expected an eager tf.Tensor, "
                         "got %s" % type(t).__name__)
     dev = _simdev_device(t)
+    if t.dtype == tf.int32:
+        raise TypeError(_INT32_MSG)
     if t.dtype not in DTYPES:
         raise TypeError("simdev.dlpack: DLPack has no %s" % t.dtype.name)
     ctx = _context.context()
@@ -101,6 +107,8 @@ def from_dlpack(obj, *, device=None, copy=None):
     capsule = _capsule_of(obj)
     address, versioned, (code, bits, lanes), (dev_type, _), _ = _dlpack.info(capsule)
     dtype = _TO_TF.get((code, bits)) if lanes == 1 else None
+    if (code, bits, lanes) == (_DL_INT, 32, 1):
+        raise TypeError(_INT32_MSG)
     if dtype is None:
         raise TypeError("simdev.dlpack: unsupported DLPack dtype (code %d, bits %d, "
                         "lanes %d)" % (code, bits, lanes))

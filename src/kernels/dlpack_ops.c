@@ -46,16 +46,18 @@ typedef struct TF_ShapeHandle TF_ShapeHandle;
 typedef struct TF_ShapeInferenceContext TF_ShapeInferenceContext;
 #include "tensorflow/c/ops.h"
 
-/* The dtypes both TF and DLPack have, as an op-definition type list. */
+/* The dtypes both TF and DLPack have, as an op-definition type list. Not
+ * int32: TF keeps the int32 tensors of every non-CPU device in host memory
+ * and copies them to and from the CPU on its own, so an int32 "SIMDEV"
+ * tensor has no SIMDEV buffer to share. */
 #define DLPACK_TYPES                                                         \
-  "{half, bfloat16, float, double, int8, int16, int32, int64, uint8, "      \
-  "uint16, uint32, uint64, bool, complex64, complex128}"
+  "{half, bfloat16, float, double, int8, int16, int64, uint8, uint16, "     \
+  "uint32, uint64, bool, complex64, complex128}"
 
 static const TF_DataType kTypes[] = {
-    TF_HALF,   TF_BFLOAT16, TF_FLOAT,  TF_DOUBLE, TF_INT8,
-    TF_INT16,  TF_INT32,    TF_INT64,  TF_UINT8,  TF_UINT16,
-    TF_UINT32, TF_UINT64,   TF_BOOL,   TF_COMPLEX64, TF_COMPLEX128,
-    0};
+    TF_HALF,   TF_BFLOAT16, TF_FLOAT,     TF_DOUBLE,     TF_INT8,
+    TF_INT16,  TF_INT64,    TF_UINT8,     TF_UINT16,     TF_UINT32,
+    TF_UINT64, TF_BOOL,     TF_COMPLEX64, TF_COMPLEX128, 0};
 
 static bool to_dl_dtype(TF_DataType t, DLDataType* out) {
   uint8_t code;
@@ -244,6 +246,7 @@ static void gather_cleanup(void* p) {
 
 /* Why a view cannot be imported without a copy, or NULL if it can. */
 static const char* zero_copy_obstacle(const dlp_view* v) {
+  if (v->elements == 0) return NULL; /* no memory to share */
   if (!v->compact) return "its strides are not compact row-major";
   if ((uintptr_t)v->data % TF_TensorDefaultAlignment() != 0)
     return "its data is not aligned as TensorFlow requires";
