@@ -83,6 +83,18 @@ def test_only_entry_points_exported(lib):
     assert not extra, f"{len(extra)} unexpected exported symbols: {extra[:40]}"
 
 
+def test_python_extension_exports_only_its_init(plugin):
+    """simdev._dlpack (the capsule half of simdev.dlpack) exports nothing
+    but the module's init function."""
+    p = subprocess.run([sys.executable, "-c",
+                        "import simdev._dlpack as m; print(m.__file__)"],
+                       capture_output=True, text=True, cwd="/")
+    assert p.returncode == 0, p.stderr
+    syms = dynamic_symbols(p.stdout.strip(), "--defined-only")
+    extra = sorted(set(syms) - {"PyInit__dlpack"} - LINKER_SYMBOLS)
+    assert syms.get("PyInit__dlpack") == "T" and not extra, syms
+
+
 def test_no_jemalloc_symbols_undefined_or_defined(lib):
     syms = dynamic_symbols(lib)  # defined and undefined
     jem = sorted(s for s in syms if "je_" in s or "jemalloc" in s
@@ -151,5 +163,7 @@ def test_tf_defines_the_kernel_api_simdev_uses():
     defined = dynamic_symbols(fw, "--defined-only")
     for name in ["TF_NewAsyncKernelBuilder", "TF_RunAsyncOpKernelDoneCallback",
                  "TF_GetStream", "TF_AllocateOutput", "TF_AllocateTemp",
-                 "TF_TensorBitcastFrom", "TF_ForwardInputOrAllocateOutput"]:
+                 "TF_TensorBitcastFrom", "TF_ForwardInputOrAllocateOutput",
+                 "TF_NewOpDefinitionBuilder", "TF_RegisterOpDefinition",
+                 "TF_NewTensor", "TF_SetOutput"]:
         assert name in defined, name

@@ -516,6 +516,114 @@ static void gather_layouts(void** state) {
   assert_true(got[0] == 0 && got[1] == 1 && got[2] == 4 && got[3] == 5);
 }
 
+/* ------------------------------------------------------ device round trip */
+
+/* The paths the plugin's DLPack ops take, on a real simulated device and
+ * stream, without TensorFlow (so memcheck and helgrind can watch them):
+ * export of device memory whose owner is released by the consumer's
+ * deleter; zero-copy import of a foreign host buffer mapped into the
+ * device (stream copies accept it while mapped); the copy import of a
+ * strided tensor, gathered on the stream worker, then deleted there. */
+typedef struct dev_owner {
+  sim_device* dev;
+  void* buf;
+  int released;
+} dev_owner;
+
+static void release_dev_buf(void* owner) {
+  dev_owner* o = owner;
+  sim_mem_free(o->dev, o->buf);
+  o->released++;
+}
+
+static void release_host_buf(void* owner) { free(owner); }
+
+typedef struct gather_job {
+  dlp_view view;
+  void* dst;
+  DLManagedTensor* producer; /* deleted after the copy */
+} gather_job;
+
+static int gather_on_stream(void* arg, int stream_status, char* msg,
+                            size_t len) {
+  (void)msg;
+  (void)len;
+  gather_job* j = arg;
+  if (stream_status == SIM_OK) dlp_gather(&j->view, j->dst);
+  j->producer->deleter(j->producer);
+  return SIM_OK;
+}
+
+static void device_round_trip(void** state) {
+  (void)state;
+  sim_device* dev = NULL;
+  sim_stream* s = NULL;
+  assert_int_equal(sim_device_create(0, 16, &dev), SIM_OK);
+  assert_int_equal(sim_stream_create(dev, &s), SIM_OK);
+  enum { N = 1024 };
+  float host[N];
+  for (int i = 0; i < N; i++) host[i] = (float)i;
+
+  /* Export: a device buffer written by the stream. */
+  dev_owner owner = {dev, sim_mem_alloc(dev, N * sizeof(float)), 0};
+  assert_non_null(owner.buf);
+  assert_int_equal(sim_memcpy_async(s, owner.buf, host, sizeof(host)), SIM_OK);
+  assert_int_equal(sim_stream_synchronize(s), SIM_OK);
+  int64_t shape[1] = {N};
+  DLManagedTensorVersioned* out = NULL;
+  assert_int_equal(dlp_export_versioned(owner.buf, kF32, 1, shape, false,
+                                        &owner, release_dev_buf, &out),
+                   DLP_OK);
+  dlp_view v;
+  assert_int_equal(dlp_check_versioned(out, &v, NULL, 0), DLP_OK);
+  assert_true(v.compact && v.aligned64 && !v.read_only);
+  assert_ptr_equal(v.data, owner.buf);
+  assert_true(((float*)v.data)[N - 1] == (float)(N - 1));
+  out->deleter(out);
+  assert_int_equal(owner.released, 1);
+
+  /* Zero-copy import of a foreign host buffer: mapped while in use. */
+  float* foreign = NULL;
+  assert_int_equal(posix_memalign((void**)&foreign, 64, sizeof(host)), 0);
+  memcpy(foreign, host, sizeof(host));
+  DLManagedTensor* in = NULL;
+  assert_int_equal(dlp_export_legacy(foreign, kF32, 1, shape, foreign,
+                                     release_host_buf, &in),
+                   DLP_OK);
+  assert_int_equal(dlp_check_legacy(in, &v, NULL, 0), DLP_OK);
+  assert_false(sim_mem_contains(dev, v.data, v.nbytes));
+  assert_int_equal(sim_mem_register_host(dev, v.data, v.nbytes), SIM_OK);
+  assert_true(sim_mem_contains(dev, v.data, v.nbytes));
+  float* dst = sim_mem_alloc(dev, v.nbytes);
+  assert_int_equal(sim_memcpy_async(s, dst, v.data, v.nbytes), SIM_OK);
+  assert_int_equal(sim_stream_synchronize(s), SIM_OK);
+  assert_memory_equal(dst, host, sizeof(host));
+  assert_int_equal(sim_mem_unregister_host(dev, v.data, v.nbytes), SIM_OK);
+  in->deleter(in); /* frees `foreign` */
+
+  /* Copy import of a strided tensor (every other element), on the worker. */
+  foreign = malloc(sizeof(host));
+  memcpy(foreign, host, sizeof(host));
+  int64_t half[1] = {N / 2};
+  assert_int_equal(dlp_export_legacy(foreign, kF32, 1, half, foreign,
+                                     release_host_buf, &in),
+                   DLP_OK);
+  static int64_t every_other[1] = {2};
+  in->dl_tensor.strides = every_other; /* the producer's own layout */
+  gather_job job = {.dst = dst, .producer = in};
+  assert_int_equal(dlp_check_legacy(in, &job.view, NULL, 0), DLP_OK);
+  assert_false(job.view.compact);
+  memset(dst, 0, sizeof(host));
+  assert_int_equal(sim_host_callback_async(s, gather_on_stream, &job), SIM_OK);
+  assert_int_equal(sim_stream_synchronize(s), SIM_OK);
+  for (int i = 0; i < N / 2; i++) assert_true(dst[i] == (float)(2 * i));
+  assert_true(dst[N / 2] == 0.0f); /* nothing past the copy */
+
+  sim_mem_free(dev, dst);
+  sim_stream_destroy(s);
+  sim_device_destroy(dev);
+}
+
 /* ---------------------------------------------------------------- rejects */
 
 enum { OUT_TENSOR = 0, OUT_NULL_TENSOR, OUT_NULL_VIEW };
@@ -877,6 +985,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(check_accepts),
       cmocka_unit_test(check_managed),
       cmocka_unit_test(gather_layouts),
+      cmocka_unit_test(device_round_trip),
   };
   return cmocka_run_group_tests_name("dlpack", tests, NULL, NULL);
 }
