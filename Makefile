@@ -3,7 +3,9 @@
 #   make demo    set up, then run the main example
 #   make test    set up, then run every test (C unit tests, conformance
 #                harness, both under valgrind too, and the TensorFlow suite)
-#   make bench   set up, then run the benchmarks
+#   make bench   set up, then run every benchmark side by side with its
+#                reference; writes docs/benchmarks.{md,json,png}
+#                (BENCH_ARGS=--quick for a one-minute smoke pass)
 #
 # Set-up is idempotent and quick when already done: apt packages (only the
 # missing ones), jemalloc for simdev (built once into .deps/), .venv with the
@@ -64,9 +66,9 @@ test: setup
 	ctest --test-dir $(BUILD) --output-on-failure --no-tests=error -j2
 	$(VPY) -m pytest tests/tf -q
 
+BENCH_ARGS ?=
 bench: setup
-	$(BUILD)/bench/bench_stream $(PLUGIN)
-	$(VPY) bench/bench_kernels.py
+	$(VPY) bench/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BUILD) .stamps

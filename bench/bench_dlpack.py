@@ -156,7 +156,8 @@ def check(size, t, arr):
     p = ptr_of(s)
     if p != arr.ctypes.data:
         fail(f"import copy=False is not zero-copy: SIMDEV buffer {p:#x}, "
-             f"NumPy array {arr.ctypes.data:#x}")
+             f"NumPy array {arr.ctypes.data:#x} (t's buffer: "
+             f"{ptr_of(t):#x}, again: {ptr_of(s):#x})")
     old = arr[0]
     arr[0] = probe
     seen = fresh(s).numpy()[0]
@@ -200,14 +201,14 @@ def cases_for(t, arr):
             CONSTANT: (constant, None)}
 
 
-def run(quick=False):
+def run(quick: bool = False) -> list:
     """Times every case at every size. Returns the raw samples as a list of
     {"case", "size_bytes", "seconds": [...]} (see CASES). Raises NotZeroCopy
     if a zero-copy path copies."""
     tf.config.set_soft_device_placement(False)
     sizes = QUICK_SIZES if quick else SIZES
     # Per case and size: about `budget` seconds, [lo, hi] repetitions.
-    rounds, budget, lo, hi = (3, 0.4, 6, 300) if quick else (5, 1.5, 10, 500)
+    rounds, budget, lo, hi = (3, 0.4, 6, 300) if quick else (5, 2.5, 10, 500)
     results = []
     for size in sizes:
         t0 = time.perf_counter()
