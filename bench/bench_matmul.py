@@ -30,7 +30,9 @@ from common import CPU, SIM  # noqa: E402
 tf.config.set_soft_device_placement(False)
 
 GROUP = "matmul"
-TARGET = {"vs": "openblas", "min_ratio": 0.9}
+# The kernel issue's targets: >= 0.9 of raw OpenBLAS and >= TF CPU.
+TARGET = [{"vs": "openblas", "min_ratio": 0.9},
+          {"vs": "tf_cpu", "min_ratio": 1.0}]
 # (dtype, n, repetitions) of the full run.
 FULL = ((np.float32, 256, 100), (np.float32, 512, 60), (np.float32, 1024, 25),
         (np.float32, 2048, 10), (np.float64, 1024, 15))

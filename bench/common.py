@@ -80,17 +80,19 @@ def case(group, name, samples, work=None, work_unit=None, target=None):
         if not xs or not all(isinstance(x, (int, float)) and x > 0
                              for x in xs):
             raise ValueError(f"{name}: bad samples for {side}: {xs!r}")
-    if target is not None:
-        if target.get("vs") not in samples or "simdev" not in samples:
-            raise ValueError(f"{name}: target {target} needs simdev and "
-                             f"{target.get('vs')} samples")
+    targets = [] if target is None else \
+        [target] if isinstance(target, dict) else list(target)
+    for t in targets:
+        if t.get("vs") not in samples or "simdev" not in samples:
+            raise ValueError(f"{name}: target {t} needs simdev and "
+                             f"{t.get('vs')} samples")
     out = {"group": group, "name": name, "unit": "s",
            "samples": {k: [float(x) for x in v] for k, v in samples.items()}}
     if work is not None:
         out["work"] = work
         out["work_unit"] = work_unit
-    if target is not None:
-        out["target"] = dict(target)
+    if targets:
+        out["targets"] = [dict(t) for t in targets]
     return out
 
 
@@ -175,8 +177,7 @@ def table(res):
             rs = [f"{s} {ratio(c, s):.2f}" for s in sides
                   if s in sm and s != "simdev"]
             row += "  " + ", ".join(rs)
-        t = c.get("target")
-        if t:
+        for t in c.get("targets", []):
             r = ratio(c, t["vs"])
             ok = "ok" if r >= t["min_ratio"] else "BELOW"
             row += f"  [target vs {t['vs']} >= {t['min_ratio']}: {ok}]"
