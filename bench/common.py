@@ -138,12 +138,12 @@ def ratio(c, ref):
     return median(c["samples"][ref]) / median(c["samples"]["simdev"])
 
 
-def fmt_time(s):
-    if s >= 1.0:
-        return f"{s:8.3f} s "
-    if s >= 1e-3:
-        return f"{s * 1e3:8.3f} ms"
-    return f"{s * 1e6:8.2f} us"
+def fmt_time(s, width=8, micro="us"):
+    """Seconds in s, ms or µs; `width` pads the number (0: no padding)."""
+    for scale, unit in ((1.0, "s "), (1e-3, "ms"), (0.0, micro)):
+        if s >= scale:
+            v = s / (scale or 1e-6)
+            return f"{v:{width}.{3 if width else 2}f} {unit}".rstrip()
 
 
 def fmt_rate(work, seconds, unit):

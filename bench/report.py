@@ -14,6 +14,8 @@ import math
 import os
 import statistics
 
+import common
+
 SIM = "simdev"
 NAMES = {"tf_cpu": "TF CPU", "openblas": "raw OpenBLAS", "memcpy": "memcpy",
          "peak": "machine peak", SIM: "simdev", "numpy": ".numpy() copy",
@@ -98,11 +100,7 @@ def primary(case):
 
 
 def fmt_time(sec):
-    if sec >= 1:
-        return f"{sec:.2f} s"
-    if sec >= 1e-3:
-        return f"{sec * 1e3:.2f} ms"
-    return f"{sec * 1e6:.2f} µs"
+    return common.fmt_time(sec, width=0, micro="µs")
 
 
 def fmt_rate(work, unit, sec):

@@ -9,7 +9,14 @@ deleter runs exactly once, when TF frees it (a ctypes producer counts the
 calls). Bad capsules and tensors raise clear Python exceptions and leave
 the process usable; it exits cleanly at the end.
 """
+import os
+import re
+import subprocess
+import sys
+
 import pytest
+
+from conftest import child_env
 
 SCRIPT = r'''
 import ctypes, gc, weakref
@@ -636,3 +643,18 @@ def test_good_after_errors(dl):
 
 def test_clean_exit(dl):
     dl.assert_clean_exit()
+
+
+def test_example_shares_buffers(plugin):
+    """examples/dlpack_exchange.py runs and its addresses show no copies."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples",
+                        "dlpack_exchange.py")
+    p = subprocess.run([sys.executable, path], capture_output=True, text=True,
+                       env=child_env(plugin), timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = p.stdout.splitlines()
+    addrs = [re.findall(r"0x[0-9a-f]+", l) for l in lines]
+    assert len(set(addrs[0] + addrs[1])) == 1, p.stdout  # y, NumPy, JAX
+    assert "max(y) on SIMDEV = 100.0" in lines[2], p.stdout
+    assert len(set(addrs[3])) == 1 and "SIMDEV:0" in lines[3], p.stdout
+    assert lines[4].endswith("CPU:0: [1. 2. 3.]"), p.stdout
