@@ -129,6 +129,16 @@ def fresh(t):
         return tf.identity(t)
 
 
+def write_seen(array, t, probe):
+    """Writes probe into array[0] and tells whether SIMDEV tensor t reads
+    it (array restored after)."""
+    old = array[0]
+    array[0] = probe
+    seen = fresh(t).numpy()[0]
+    array[0] = old
+    return seen == probe
+
+
 def check(size, t, arr):
     """Once per size, untimed: zero-copy paths share, copy paths copy."""
     def fail(what):
@@ -141,11 +151,7 @@ def check(size, t, arr):
     if a.ctypes.data != b.ctypes.data:
         fail(f"export is not zero-copy: two exports of one tensor give "
              f"{a.ctypes.data:#x} and {b.ctypes.data:#x}")
-    old = a[0]
-    a[0] = probe
-    seen = fresh(t).numpy()[0]
-    a[0] = old
-    if seen != probe:
+    if not write_seen(a, t, probe):
         fail("export is not zero-copy: a write through the exported array "
              "is not seen in the SIMDEV tensor")
     if fresh(t).numpy().ctypes.data == a.ctypes.data:
@@ -158,11 +164,7 @@ def check(size, t, arr):
         fail(f"import copy=False is not zero-copy: SIMDEV buffer {p:#x}, "
              f"NumPy array {arr.ctypes.data:#x} (t's buffer: "
              f"{ptr_of(t):#x}, again: {ptr_of(s):#x})")
-    old = arr[0]
-    arr[0] = probe
-    seen = fresh(s).numpy()[0]
-    arr[0] = old
-    if seen != probe:
+    if not write_seen(arr, s, probe):
         fail("import copy=False is not zero-copy: a write to the NumPy "
              "array is not seen in the SIMDEV tensor")
     del s

@@ -12,7 +12,6 @@ Sides: "simdev" and its references ("tf_cpu", "openblas", "memcpy",
 import json
 import math
 import os
-import statistics
 
 import common
 
@@ -56,7 +55,7 @@ def normalise(group, data):
     data.setdefault("info", {})
     data.setdefault("metrics", [])
     for c in data["cases"]:
-        if not c.get("samples") or SIM not in c["samples"] and len(c["samples"]) < 1:
+        if not c.get("samples"):
             raise ValueError(f"{group}: case {c.get('name')!r} has no samples")
         for side, xs in c["samples"].items():
             if not xs or any(not isinstance(x, (int, float)) or x <= 0 or
@@ -65,18 +64,14 @@ def normalise(group, data):
     return data
 
 
-def med(xs):
-    return statistics.median(xs)
-
-
 def ratios(case):
     """{reference side: median(ref) / median(simdev)}; above 1 simdev is
     faster. Empty when the case has no simdev side or no reference."""
     s = case["samples"]
     if SIM not in s:
         return {}
-    m = med(s[SIM])
-    return {k: med(v) / m for k, v in s.items() if k != SIM}
+    m = common.median(s[SIM])
+    return {k: common.median(v) / m for k, v in s.items() if k != SIM}
 
 
 def targets(case):
@@ -114,7 +109,7 @@ def fmt_rate(work, unit, sec):
 
 def fmt_side(case, side):
     xs = case["samples"][side]
-    lo, m, hi = min(xs), med(xs), max(xs)
+    lo, m, hi = min(xs), common.median(xs), max(xs)
     if case.get("work"):
         # A rate: min time is the max rate.
         w, u = case["work"], case.get("work_unit", "")
@@ -154,7 +149,7 @@ def summary(results):
                 "group": g["group"], "case": c["name"],
                 "ratios": {k: round(v, 4) for k, v in r.items()},
                 "primary": primary(c),
-                "medians_s": {k: med(v) for k, v in c["samples"].items()},
+                "medians_s": {k: common.median(v) for k, v in c["samples"].items()},
                 "min_s": {k: min(v) for k, v in c["samples"].items()},
                 "max_s": {k: max(v) for k, v in c["samples"].items()},
                 "samples": {k: len(v) for k, v in c["samples"].items()},

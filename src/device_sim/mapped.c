@@ -49,7 +49,7 @@ int sim_mem_register_host(sim_device* dev, void* p, uint64_t size) {
   if (err == SIM_OK) {
     dev->mapped[dev->nmapped].base = (uintptr_t)p;
     dev->mapped[dev->nmapped].size = size;
-    atomic_store(&dev->nmapped_pub, ++dev->nmapped);
+    dev->nmapped++;
   }
   sim_unlock(&dev->mapped_lock);
   return err;
@@ -62,7 +62,7 @@ int sim_mem_unregister_host(sim_device* dev, void* p, uint64_t size) {
   for (int i = 0; i < dev->nmapped; i++) {
     if (dev->mapped[i].base == (uintptr_t)p && dev->mapped[i].size == size) {
       dev->mapped[i] = dev->mapped[dev->nmapped - 1];
-      atomic_store(&dev->nmapped_pub, --dev->nmapped);
+      dev->nmapped--;
       err = SIM_OK;
       break;
     }
@@ -73,7 +73,7 @@ int sim_mem_unregister_host(sim_device* dev, void* p, uint64_t size) {
 
 int sim_mapped_contains(const sim_device* dev, const void* p, uint64_t size) {
   sim_device* d = (sim_device*)dev; /* the lock is not part of the value */
-  if (atomic_load(&d->nmapped_pub) == 0) return 0;
+  if (atomic_load(&d->nmapped) == 0) return 0;
   uintptr_t q = (uintptr_t)p;
   int found = 0;
   sim_lock(&d->mapped_lock);

@@ -51,12 +51,13 @@ struct sim_device {
   sim_stream* streams;
   int next_stream_id;
 
-  /* Host ranges mapped into the device (mapped.c), under mapped_lock.
-   * nmapped_pub mirrors nmapped for the lock-free "none mapped" check. */
+  /* Host ranges mapped into the device (mapped.c), changed under
+   * mapped_lock; nmapped is also read without it, for the "none mapped"
+   * fast path. */
   pthread_mutex_t mapped_lock;
   struct sim_mapped_range* mapped;
-  int nmapped, capmapped;
-  _Atomic int nmapped_pub;
+  _Atomic int nmapped;
+  int capmapped;
 };
 
 /* ---- mapped.c ---------------------------------------------------------- */

@@ -304,7 +304,16 @@ static void import_compute(sk_launch* l, void* state) {
   sk_shape shape = {.nd = v.ndim, .n = v.elements};
   memcpy(shape.d, v.shape, sizeof(int64_t) * (size_t)v.ndim);
 
-  if (obstacle != NULL || s->copy == COPY_ALWAYS || v.elements == 0) {
+  if (v.elements == 0) { /* nothing to share or copy: done with it now */
+    if (sk_output(l, 0, &shape) != NULL) {
+      ref->owned = true;
+      import_release(ref);
+    } else {
+      free(ref); /* the op fails: the caller keeps the managed tensor */
+    }
+    return;
+  }
+  if (obstacle != NULL || s->copy == COPY_ALWAYS) {
     /* A fresh SIMDEV buffer, filled on the stream. */
     TF_Tensor* out = sk_output(l, 0, &shape);
     gather_args* a = out ? sk_args(l, sizeof(*a)) : NULL;
