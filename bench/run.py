@@ -24,7 +24,6 @@ import datetime
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import sysconfig
