@@ -61,9 +61,15 @@ static int parse_u64(const char* name, uint64_t lo, uint64_t hi, uint64_t* out,
 int sim_config_from_env(sim_config* cfg, char* msg, size_t msg_len) {
   if (cfg == NULL || msg == NULL || msg_len == 0) return SIM_EINVAL;
   msg[0] = '\0';
-  uint64_t count = 1, mb = 2048, sync = 0, early = 0;
-  int err = parse_u64("SIMDEV_DEVICE_COUNT", 1, SIM_MAX_DEVICES, &count, msg,
-                      msg_len);
+  uint64_t count = 1, mb = 2048, sync = 0, early = 0, disabled = 0;
+  int err = parse_u64("SIMDEV_DISABLE", 0, 1, &disabled, msg, msg_len);
+  if (err != SIM_OK) return err;
+  if (disabled) {
+    *cfg = (sim_config){.device_count = 0, .memory_mb = 0, .disabled = 1};
+    return SIM_OK;
+  }
+  err = parse_u64("SIMDEV_DEVICE_COUNT", 1, SIM_MAX_DEVICES, &count, msg,
+                  msg_len);
   if (err == SIM_OK)
     err = parse_u64("SIMDEV_MEMORY_MB", 1, SIM_MAX_MEMORY_MB, &mb, msg,
                     msg_len);
@@ -76,5 +82,6 @@ int sim_config_from_env(sim_config* cfg, char* msg, size_t msg_len) {
   cfg->memory_mb = mb;
   cfg->sync_launch = (int)sync;
   cfg->unsafe_early_completion = (int)early;
+  cfg->disabled = 0;
   return SIM_OK;
 }

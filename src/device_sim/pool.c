@@ -63,6 +63,7 @@ static void* helper_main(void* arg) {
   char name[16];
   snprintf(name, sizeof(name), "simdev-pool%d", (int)(intptr_t)arg);
   pthread_setname_np(pthread_self(), name);
+  sim_thread_fp_mode();
 
   uint64_t seen = 0;
   sim_lock(&pool.lock);

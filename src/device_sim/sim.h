@@ -56,6 +56,11 @@ typedef struct sim_config {
    * complete as soon as they are queued. Wrong on purpose (the "naive"
    * design); it exists so tests can show the hazards they catch. */
   int unsafe_early_completion;
+  /* SIMDEV_DISABLE, 0 or 1, default 0: the plugin registers its platform
+   * but offers no device (TensorFlow carries on with its CPU). Read first:
+   * when it is 1 the other variables are not read, so a broken setting can
+   * be switched off with it. */
+  int disabled;
 } sim_config;
 
 /* Reads SIMDEV_* variables into *cfg (defaults for unset ones). On a bad
@@ -160,7 +165,9 @@ typedef struct sim_work sim_work;
  *       or instead of run (status = SIM_ESTREAM) when the stream already failed
  *       and the item is not SIM_WORK_ALWAYS_RUN. done may free the item.
  *       May be NULL.
- * The caller must not touch the item between submit and done. */
+ * The caller must not touch the item between submit and done.
+ * Numerics: workers and sim_parallel_for's helpers run with denormals
+ * flushed to zero (x86 MXCSR FTZ and DAZ), as TensorFlow's CPU threads do. */
 typedef int (*sim_work_run_fn)(sim_work* w, char* msg, size_t msg_len);
 typedef void (*sim_work_done_fn)(sim_work* w, int status);
 

@@ -31,6 +31,21 @@ static inline void sim_broadcast(pthread_cond_t* c) {
 /* CLOCK_MONOTONIC condvars, so timed waits ignore wall-clock jumps. */
 void sim_cond_init(pthread_cond_t* c);
 
+/* Floating-point mode of every device thread (stream workers and pool
+ * helpers), set once when the thread starts: denormals flushed to zero,
+ * results (FTZ) and inputs (DAZ) alike, as TensorFlow runs its CPU kernels
+ * (its thread pools set the same bits). Without it, a float that underflows
+ * is a denormal on SIMDEV and 0 on TF's CPU. Other ISAs keep the default
+ * IEEE mode: simdev builds on them but only x86-64 is tested. */
+static inline void sim_thread_fp_mode(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned csr;
+  __asm__ volatile("stmxcsr %0" : "=m"(csr));
+  csr |= 0x8040u; /* FTZ (bit 15) | DAZ (bit 6) */
+  __asm__ volatile("ldmxcsr %0" : : "m"(csr));
+#endif
+}
+
 /* ---- arena.c: the device region and its jemalloc arena ---------------- */
 typedef struct sim_arena sim_arena;
 int sim_arena_create(int ordinal, uint64_t bytes, sim_arena** out);

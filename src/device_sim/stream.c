@@ -46,6 +46,7 @@ static void* worker_main(void* arg) {
   char name[16];
   snprintf(name, sizeof(name), "simdev%d-s%d", s->dev->ordinal, s->id);
   pthread_setname_np(pthread_self(), name);
+  sim_thread_fp_mode();
 
   char msg[256];
   sim_lock(&s->lock);

@@ -18,7 +18,7 @@ typedef bool (*register_fn)(char* msg, size_t len);
 
 void TF_InitKernel(void) {
   char msg[512] = "";
-  sk_launch_init();
+  if (!sk_launch_init()) return; /* no device: no kernels either */
   static const struct {
     const char* family;
     register_fn fn;

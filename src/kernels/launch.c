@@ -524,11 +524,13 @@ bool sk_register_ops(const sk_op* ops, char* msg, size_t len) {
 
 /* ---- set-up ----------------------------------------------------------- */
 
-void sk_launch_init(void) {
+bool sk_launch_init(void) {
+  if (se_disabled_reason() != NULL) return false; /* SE_InitPlugin said why */
   const sim_config* cfg = se_config();
   g.sync_launch = cfg->sync_launch;
   g.early_completion = cfg->unsafe_early_completion;
   sk_blas_init();
+  return true;
 }
 
 const char* sk_dtype_name(TF_DataType t) {

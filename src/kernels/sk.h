@@ -176,8 +176,11 @@ void sk_run_fail(sk_launch* l, TF_Code code, const char* fmt, ...)
 
 /* ---- launch.c internals used by kernels.c ------------------------------ */
 /* Takes SIMDEV_SYNC / SIMDEV_UNSAFE_EARLY_COMPLETION from the settings
- * SE_InitPlugin read, and makes OpenBLAS single-threaded. */
-void sk_launch_init(void);
+ * SE_InitPlugin read, and makes OpenBLAS single-threaded. Returns false,
+ * doing nothing, when SE_InitPlugin decided this process gets no SIMDEV
+ * device (SIMDEV_DISABLE=1, another TensorFlow release): then no kernel is
+ * registered either. */
+bool sk_launch_init(void);
 
 /* ---- gemm.c (worker) ----------------------------------------------------- */
 /* Row-major C = op(A) op(B) + beta C, float32 or float64, spread over the

@@ -8,15 +8,36 @@
  * read from SIMDEV_* once, here; an invalid one fails SE_InitPlugin with a
  * message naming the variable. (TensorFlow turns any plugin init error into a
  * process abort with that message: the plugin itself never crashes.)
+ *
+ * Refusing to run: the C API matches structs by size, not by version, so a
+ * plugin built against one TensorFlow release and loaded into another would
+ * go wrong at some field offset. SE_InitPlugin checks the running release
+ * (TF_Version) and the sizes of the structs TF hands in; on a mismatch, or
+ * with SIMDEV_DISABLE=1, it still registers the platform (an init error
+ * would make TF abort the process) but offers no device, says why in one
+ * line on stderr, and TF_InitKernel registers no kernel.
  */
+#include <dlfcn.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "se/se_internal.h"
 
+/* The release whose headers simdev was built against, "major.minor.patch",
+ * from the wheel's metadata (CMakeLists.txt). */
+#ifndef SIMDEV_TF_VERSION
+#error "the build must define SIMDEV_TF_VERSION"
+#endif
+
 static sim_config g_config; /* read once, by SE_InitPlugin */
+/* Why this process gets no SIMDEV device, or NULL. Set once by
+ * SE_InitPlugin, read after it (TF calls everything else later). */
+static const char* g_off_reason;
+static char g_off_buf[256];
 
 const sim_config* se_config(void) { return &g_config; }
+const char* se_disabled_reason(void) { return g_off_reason; }
 
 /* Live devices by ordinal, for cross-device copies (TF hands a dtod copy
  * only one SP_Device). Guarded by g_devices_lock. */
@@ -66,6 +87,11 @@ static void get_device_count(const SP_Platform* platform, int* device_count,
 
 static void create_device(const SP_Platform* platform,
                           SE_CreateDeviceParams* params, TF_Status* status) {
+  if (g_off_reason != NULL) { /* TF asks for none when the count is 0 */
+    se_set_statusf(status, SIM_EINVAL, "simdev offers no device: %s",
+                   g_off_reason);
+    return;
+  }
   int ordinal = params->ordinal;
   if (ordinal < 0 || ordinal >= g_config.device_count) {
     se_set_statusf(status, SIM_EINVAL,
@@ -149,6 +175,66 @@ static void fill_platform_fns(SP_PlatformFns* fns) {
 static void destroy_platform(SP_Platform* platform) {}
 static void destroy_platform_fns(SP_PlatformFns* platform_fns) {}
 
+/* "major.minor" of a version string, for comparing releases: patch
+ * releases keep the C API's structs. */
+static int same_release(const char* a, const char* b) {
+  const char* dot = strchr(a, '.');
+  if (dot == NULL || (dot = strchr(dot + 1, '.')) == NULL) return 0;
+  size_t n = (size_t)(dot - a);
+  return strncmp(a, b, n) == 0 && (b[n] == '.' || b[n] == '\0');
+}
+
+/* The running TensorFlow's version, or NULL when the process has none (the
+ * conformance harness drives the plugin without TF's runtime). TF_Version
+ * lives in libtensorflow_cc, which TF's Python module loads with global
+ * symbols; the RTLD_NOLOAD lookup covers a host that loaded it locally. */
+static const char* running_tf_version(void) {
+  typedef const char* (*version_fn)(void);
+  version_fn fn = (version_fn)dlsym(RTLD_DEFAULT, "TF_Version");
+  if (fn == NULL) {
+    void* h = dlopen("libtensorflow_cc.so.2", RTLD_LAZY | RTLD_NOLOAD);
+    if (h != NULL) {
+      fn = (version_fn)dlsym(h, "TF_Version");
+      dlclose(h); /* drops only the reference NOLOAD took */
+    }
+  }
+  return fn ? fn() : NULL;
+}
+
+/* Sets g_off_reason if this process must get no device. */
+static void check_compatible(const SE_PlatformRegistrationParams* params) {
+  const char* running = running_tf_version();
+  if (g_config.disabled) {
+    g_off_reason = "SIMDEV_DISABLE=1";
+  } else if (running != NULL && !same_release(SIMDEV_TF_VERSION, running)) {
+    snprintf(g_off_buf, sizeof(g_off_buf),
+             "built for TensorFlow %s, running in TensorFlow %s (install "
+             "tensorflow-cpu==%.*s.*, or rebuild simdev against this one)",
+             SIMDEV_TF_VERSION, running,
+             (int)(strrchr(SIMDEV_TF_VERSION, '.') - SIMDEV_TF_VERSION),
+             SIMDEV_TF_VERSION);
+    g_off_reason = g_off_buf;
+  } else if (params->struct_size < SE_PLATFORM_REGISTRATION_PARAMS_STRUCT_SIZE ||
+             params->platform->struct_size < SP_PLATFORM_STRUCT_SIZE ||
+             params->platform_fns->struct_size < SP_PLATFORM_FNS_STRUCT_SIZE) {
+    snprintf(g_off_buf, sizeof(g_off_buf),
+             "TensorFlow %s hands in smaller structs than the %s headers "
+             "simdev was built with (registration params %zu < %zu, platform "
+             "%zu < %zu, platform fns %zu < %zu)",
+             running ? running : "(version unknown)", SIMDEV_TF_VERSION,
+             params->struct_size,
+             (size_t)SE_PLATFORM_REGISTRATION_PARAMS_STRUCT_SIZE,
+             params->platform->struct_size, (size_t)SP_PLATFORM_STRUCT_SIZE,
+             params->platform_fns->struct_size,
+             (size_t)SP_PLATFORM_FNS_STRUCT_SIZE);
+    g_off_reason = g_off_buf;
+  }
+  if (g_off_reason != NULL) {
+    g_config.device_count = 0;
+    fprintf(stderr, "simdev: no SIMDEV device: %s\n", g_off_reason);
+  }
+}
+
 __attribute__((visibility("default"))) void SE_InitPlugin(
     SE_PlatformRegistrationParams* params, TF_Status* status) {
   char msg[256];
@@ -157,18 +243,25 @@ __attribute__((visibility("default"))) void SE_InitPlugin(
     se_set_status(status, err, "bad setting", msg);
     return;
   }
+  check_compatible(params);
   params->major_version = SE_MAJOR;
   params->minor_version = SE_MINOR;
   params->patch_version = SE_PATCH;
 
   SP_Platform* p = params->platform;
-  p->struct_size = SP_PLATFORM_STRUCT_SIZE;
+  if (p->struct_size > SP_PLATFORM_STRUCT_SIZE)
+    p->struct_size = SP_PLATFORM_STRUCT_SIZE; /* a newer TF: we fill ours */
   p->ext = NULL;
   p->name = SE_SIMDEV_NAME;
   p->type = SE_SIMDEV_TYPE;
-  p->supports_unified_memory = 0; /* unified_* callbacks stay NULL */
-  p->use_bfc_allocator = 1;       /* TF's BFC sits on our allocate */
-  p->force_memory_growth = 1;     /* grow on demand, do not grab it all */
+  /* Guarded: a release with a shorter SP_Platform (the refusing path above)
+   * must not be written past its end. */
+  if (SE_HAS_FIELD(p, SP_Platform, supports_unified_memory))
+    p->supports_unified_memory = 0; /* unified_* callbacks stay NULL */
+  if (SE_HAS_FIELD(p, SP_Platform, use_bfc_allocator))
+    p->use_bfc_allocator = 1; /* TF's BFC sits on our allocate */
+  if (SE_HAS_FIELD(p, SP_Platform, force_memory_growth))
+    p->force_memory_growth = 1; /* grow on demand, do not grab it all */
 
   fill_platform_fns(params->platform_fns);
   params->destroy_platform = destroy_platform;

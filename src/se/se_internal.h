@@ -51,6 +51,9 @@ void se_set_statusf(TF_Status* status, int err, const char* fmt, ...)
  * it, so the kernels read them here rather than parse the environment
  * again). */
 const sim_config* se_config(void);
+/* Why this process gets no SIMDEV device (SIMDEV_DISABLE=1, another
+ * TensorFlow release), or NULL. Set by SE_InitPlugin. */
+const char* se_disabled_reason(void);
 /* The simdev device whose region holds [p, p+size), or NULL. */
 sim_device* se_owner_of(const void* p, uint64_t size);
 static inline sim_device* se_device(const SP_Device* d) {

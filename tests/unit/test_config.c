@@ -8,10 +8,11 @@
 
 static const char* const kVars[] = {"SIMDEV_DEVICE_COUNT", "SIMDEV_MEMORY_MB",
                                     "SIMDEV_SYNC",
-                                    "SIMDEV_UNSAFE_EARLY_COMPLETION"};
+                                    "SIMDEV_UNSAFE_EARLY_COMPLETION",
+                                    "SIMDEV_DISABLE"};
 
 typedef struct saved_env {
-  char* value[4];
+  char* value[5];
 } saved_env;
 
 static int setup(void** state) {
@@ -46,6 +47,31 @@ static void defaults(void** state) {
   assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_OK);
   assert_int_equal(cfg.device_count, 1);
   assert_int_equal(cfg.memory_mb, 2048);
+  assert_int_equal(cfg.disabled, 0);
+}
+
+static void expect_invalid(const char* var, const char* value);
+
+/* SIMDEV_DISABLE=1 wins over every other variable, even invalid ones, so it
+ * can switch off a plugin whose settings are broken; "0" changes nothing; any
+ * other value is an error like every other setting's. */
+static void disable_switch(void** state) {
+  sim_config cfg;
+  char msg[256] = "";
+  setenv("SIMDEV_MEMORY_MB", "2g", 1);
+  setenv("SIMDEV_DISABLE", "1", 1);
+  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_OK);
+  assert_int_equal(cfg.disabled, 1);
+  assert_int_equal(cfg.device_count, 0);
+  setenv("SIMDEV_DISABLE", "0", 1);
+  expect_invalid("SIMDEV_MEMORY_MB", "2g");
+  unsetenv("SIMDEV_MEMORY_MB");
+  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_OK);
+  assert_int_equal(cfg.disabled, 0);
+  assert_int_equal(cfg.device_count, 1);
+  static const char* const bad[] = {"2", "yes", "true", "-1", ""};
+  for (size_t i = 0; i < TU_ARRAY_SIZE(bad); i++)
+    expect_invalid("SIMDEV_DISABLE", bad[i]);
 }
 
 static void valid_values(void** state) {
@@ -197,6 +223,7 @@ int main(int argc, char** argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(launch_flags, setup, teardown),
       cmocka_unit_test_setup_teardown(defaults, setup, teardown),
+      cmocka_unit_test_setup_teardown(disable_switch, setup, teardown),
       cmocka_unit_test_setup_teardown(valid_values, setup, teardown),
       cmocka_unit_test_setup_teardown(one_var_set, setup, teardown),
       cmocka_unit_test_setup_teardown(invalid_memory_mb, setup, teardown),
