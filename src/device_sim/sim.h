@@ -175,6 +175,12 @@ enum sim_work_flags {
   /* Run even when the stream is in error: events, waits, host callbacks and
    * timers must still complete so nobody waiting on them hangs. */
   SIM_WORK_ALWAYS_RUN = 1u << 0,
+  /* Run as late as the stream allows: the item waits at the head of the
+   * queue until an item without this flag is queued behind it, a
+   * synchronize starts, or the stream stops. Only for the kernels' naive
+   * mode (SIMDEV_UNSAFE_EARLY_COMPLETION), which must lose every race with
+   * host code deterministically instead of most of the time. */
+  SIM_WORK_LAZY = 1u << 1,
 };
 
 struct sim_work {

@@ -105,6 +105,7 @@ struct sim_stream {
   uint64_t submitted; /* items ever submitted */
   uint64_t completed; /* items whose done has returned */
   int sync_waiters;   /* threads in sim_stream_synchronize */
+  uint64_t eager_queued; /* queued items without SIM_WORK_LAZY */
   int stopping;
   int status;     /* sticky: SIM_OK or the first failure */
   char msg[256];  /* message of the first failure */

@@ -40,6 +40,14 @@ static void set_sticky(sim_stream* s, int err, const char* msg,
              sim_strerror(err));
 }
 
+/* Whether the worker may take the head item. Called with s->lock held. A
+ * lazy head waits for an eager item behind it, a synchronize or the stop. */
+static int head_runnable(const sim_stream* s) {
+  return s->head != NULL &&
+         (!(s->head->flags & SIM_WORK_LAZY) || s->eager_queued > 0 ||
+          s->sync_waiters > 0 || s->stopping);
+}
+
 static void* worker_main(void* arg) {
   sim_stream* s = arg;
   tls_current_stream = s;
@@ -56,16 +64,18 @@ static void* worker_main(void* arg) {
      * worker on an idle core costs tens of microseconds. Each poll yields
      * the core, so a busy machine loses little. */
     for (int spin = 0;
-         spin < SIM_STREAM_POLLS && s->head == NULL && !s->stopping; spin++) {
+         spin < SIM_STREAM_POLLS && !head_runnable(s) && !s->stopping;
+         spin++) {
       sim_unlock(&s->lock);
       sched_yield();
       sim_lock(&s->lock);
     }
-    while (s->head == NULL && !s->stopping) sim_wait(&s->cv_work, &s->lock);
+    while (!head_runnable(s) && !s->stopping) sim_wait(&s->cv_work, &s->lock);
     sim_work* w = s->head;
     if (w == NULL) break; /* stopping and drained */
     s->head = w->next;
     if (s->head == NULL) s->tail = NULL;
+    if (!(w->flags & SIM_WORK_LAZY)) s->eager_queued--;
     int status = s->status;
     sim_unlock(&s->lock);
 
@@ -144,6 +154,7 @@ int sim_stream_submit(sim_stream* s, sim_work* w) {
     s->head = w;
   s->tail = w;
   s->submitted++;
+  if (!(w->flags & SIM_WORK_LAZY)) s->eager_queued++;
   SIM_CHECK_PT(pthread_cond_signal(&s->cv_work));
   sim_unlock(&s->lock);
   return SIM_OK;
@@ -155,6 +166,7 @@ int sim_stream_synchronize(sim_stream* s) {
   sim_lock(&s->lock);
   uint64_t target = s->submitted;
   s->sync_waiters++;
+  SIM_CHECK_PT(pthread_cond_signal(&s->cv_work)); /* a lazy head may go */
   while (s->completed < target) sim_wait(&s->cv_done, &s->lock);
   s->sync_waiters--;
   int status = s->status;

@@ -354,7 +354,9 @@ static void compute_async(void* kernel, TF_OpKernelContext* ctx,
 
   if (g.early_completion) {
     /* The naive design: TF sees the outputs as ready and drops its inputs
-     * now, while the work is still queued. */
+     * now, while the work is still queued; and the work runs as late as the
+     * stream allows, so host code that races it always wins. */
+    l->work.flags |= SIM_WORK_LAZY;
     release_held(l);
     sk_done_run(l->done);
     l->done = NULL;

@@ -16,7 +16,12 @@ the work under test is still queued when TF's host code runs.
 
 The same scenarios run again with SIMDEV_UNSAFE_EARLY_COMPLETION=1, the naive
 design (kernels report completion as soon as they are queued): there the
-checks must find corrupted results, which proves they can fail.
+checks must find corrupted results, which proves they can fail. The naive
+mode also runs each kernel as late as its stream allows (device_sim's
+SIM_WORK_LAZY: only when something else is queued behind it or the stream
+is synchronized), so TF's host code always runs before the kernel it races:
+the naive design loses in every iteration, deterministically, instead of
+whenever the backlog happens to be slow enough.
 """
 import pytest
 
@@ -93,6 +98,10 @@ with tf.device("/device:SIMDEV:0"):
                 bad += 1
         return {"bad": bad}
 
+    @check("iters")
+    def _():
+        return {"n": ITERS}
+
     @check("usable_after")
     def _():
         return {"ok": bool(np.all(tf.nn.relu(x).numpy() == 3.0))}
@@ -122,8 +131,9 @@ def test_variable_lives_on_simdev(safe):
 
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_naive_design_is_caught(naive, name):
-    """Under early completion the same check sees stale or updated data."""
-    assert naive.data(name)["bad"] > 0
+    """Under early completion the same check sees stale or updated data, in
+    every iteration (the kernel never runs before the host code)."""
+    assert naive.data(name)["bad"] == naive.data("iters")["n"]
 
 
 def test_clean_exit(safe):

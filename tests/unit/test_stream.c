@@ -592,6 +592,30 @@ static void synchronize_blocks(void** state) {
   assert_int_equal(it->done_calls, 1);
 }
 
+/* A SIM_WORK_LAZY item waits at the head until an eager item is queued
+ * behind it or a synchronize starts; then everything runs in FIFO order. */
+static void lazy_items(void** state) {
+  tu_fix* f = (tu_fix*)*state;
+  sim_stream* s = f->s[0];
+  tu_log* log = tu_log_new(f, 4);
+  tu_item* it = (tu_item*)tu_calloc(f, 4, sizeof(tu_item));
+  for (int i = 0; i < 4; i++) tu_item_init(&it[i], i, log);
+  it[0].work.flags = it[1].work.flags = it[3].work.flags = SIM_WORK_LAZY;
+  assert_int_equal(sim_stream_submit(s, &it[0].work), SIM_OK);
+  assert_int_equal(sim_stream_submit(s, &it[1].work), SIM_OK);
+  /* Nothing may run yet. (The sleep only gives a broken worker the time to
+   * show itself; a correct one never runs them, whatever the timing.) */
+  tu_sleep_ms(20);
+  assert_int_equal(it[0].run_calls + it[1].run_calls, 0);
+  /* An eager item releases everything before it. */
+  assert_int_equal(sim_stream_submit(s, &it[2].work), SIM_OK);
+  assert_int_equal(sim_stream_submit(s, &it[3].work), SIM_OK);
+  /* ...and a synchronize releases the lazy tail. */
+  assert_int_equal(sim_stream_synchronize(s), SIM_OK);
+  check_sequence(log, 4);
+  for (int i = 0; i < 4; i++) assert_int_equal(it[i].run_calls, 1);
+}
+
 /* Device threads flush denormals like TF's CPU threads: on the worker and in
  * every range of a sim_parallel_for it runs (whichever thread takes the
  * range), a product that underflows is 0 and a denormal input reads as 0. */
@@ -664,6 +688,7 @@ int main(int argc, char** argv) {
       T2(is_current),
       T1(synchronize_blocks),
       T1(denormals_flushed),
+      T1(lazy_items),
   };
   return cmocka_run_group_tests_name("stream", tests, NULL, NULL);
 }
