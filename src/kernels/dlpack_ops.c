@@ -36,7 +36,7 @@
 
 #include "dlpack/dlp.h"
 #include "kernels/sk.h"
-#include "se/se_internal.h"
+#include "se/se.h"
 
 /* TF 2.21's ops.h declares these as bare structs and then uses them without
  * `struct`, which only compiles as C++; in C the typedefs must come first. */
@@ -330,13 +330,12 @@ static void import_compute(sk_launch* l, void* state) {
   }
 
   /* Zero-copy: map the range into the device, wrap it. */
-  TF_Status* st = sk_status(l);
-  SP_Stream sp = TF_GetStream(sk_context(l), st);
-  if (!sk_status_ok(l, "SimdevFromDlpack: TF_GetStream")) {
+  sim_stream* stream = sk_stream(l);
+  if (stream == NULL) {
     free(ref);
     return;
   }
-  sim_device* dev = sim_stream_device(sp->s);
+  sim_device* dev = sim_stream_device(stream);
   if (sim_mem_register_host(dev, v.data, v.nbytes) != SIM_OK) {
     free(ref);
     sk_fail(l, TF_RESOURCE_EXHAUSTED,
@@ -358,6 +357,7 @@ static void import_compute(sk_launch* l, void* state) {
   /* From here on TF owns the managed tensor through t, unless setting the
    * output fails: then the deallocator must not delete it. */
   ref->owned = true;
+  TF_Status* st = sk_status(l);
   TF_SetOutput(sk_context(l), 0, t, st);
   if (TF_GetCode(st) != TF_OK) ref->owned = false;
   TF_DeleteTensor(t);

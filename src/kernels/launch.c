@@ -17,12 +17,12 @@
  */
 #include <stdatomic.h>
 #include <stdio.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels/sk.h"
-#include "se/se_internal.h"
+#include "se/se.h"
 
 /* done_shim.cc: copy TF's done callback, which dies with compute_async's
  * frame in TF 2.21, and run the copy later. */
@@ -164,6 +164,16 @@ bool sk_shape_eq(const sk_shape* a, const sk_shape* b) {
 }
 
 /* ---- inputs, outputs, scratch ------------------------------------------ */
+
+sim_stream* sk_stream(sk_launch* l) {
+  if (!sk_ok(l)) return NULL;
+  SP_Stream sp = TF_GetStream(l->ctx, l->st);
+  if (!status_ok(l, l->st, "TF_GetStream")) return NULL;
+  sim_stream* s = se_stream_sim(sp);
+  if (s == NULL)
+    sk_fail(l, TF_INTERNAL, "TF_GetStream returned no SIMDEV stream");
+  return s;
+}
 
 TF_Tensor* sk_input(sk_launch* l, int i) {
   if (!sk_ok(l)) return NULL;
@@ -340,14 +350,11 @@ static void compute_async(void* kernel, TF_OpKernelContext* ctx,
     complete(l);
     return;
   }
-  SP_Stream sp = TF_GetStream(ctx, l->st);
-  if (status_ok(l, l->st, "TF_GetStream") && (sp == NULL || sp->s == NULL))
-    sk_fail(l, TF_INTERNAL, "TF_GetStream returned no SIMDEV stream");
-  if (!sk_ok(l)) {
+  l->stream = sk_stream(l);
+  if (l->stream == NULL) {
     complete(l);
     return;
   }
-  l->stream = sp->s;
   l->work.run = work_run;
   l->work.done = work_done;
   l->work.label = l->label;

@@ -145,6 +145,11 @@ TF_OpKernelContext* sk_context(sk_launch* l);
 TF_Status* sk_status(sk_launch* l);
 bool sk_status_ok(sk_launch* l, const char* what);
 
+/* The device_sim stream TF gives this launch (TF_GetStream: the device's
+ * compute stream), for a compute function that needs the device itself
+ * (sim_stream_device). NULL after failing the launch if there is none. The
+ * one way kernels reach a stream: launch.c queues the work item on it. */
+sim_stream* sk_stream(sk_launch* l);
 /* Input i, held until the launch completes. NULL on failure. */
 TF_Tensor* sk_input(sk_launch* l, int i);
 /* Allocates output i with the dtype TF expects, held until completion. */

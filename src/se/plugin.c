@@ -9,7 +9,6 @@
  * message naming the variable. (TensorFlow turns any plugin init error into a
  * process abort with that message: the plugin itself never crashes.)
  */
-#include <pthread.h>
 #include <string.h>
 
 #include "se/se_internal.h"
@@ -17,21 +16,6 @@
 static sim_config g_config; /* read once, by SE_InitPlugin */
 
 const sim_config* se_config(void) { return &g_config; }
-
-/* Live devices by ordinal, for cross-device copies (TF hands a dtod copy
- * only one SP_Device). Guarded by g_devices_lock. */
-static pthread_mutex_t g_devices_lock = PTHREAD_MUTEX_INITIALIZER;
-static sim_device* g_devices[SIM_MAX_DEVICES];
-
-sim_device* se_owner_of(const void* p, uint64_t size) {
-  sim_device* owner = NULL;
-  pthread_mutex_lock(&g_devices_lock);
-  for (int i = 0; i < SIM_MAX_DEVICES && owner == NULL; i++)
-    if (g_devices[i] && sim_mem_contains(g_devices[i], p, size))
-      owner = g_devices[i];
-  pthread_mutex_unlock(&g_devices_lock);
-  return owner;
-}
 
 /* ---- SP_DeviceFns ------------------------------------------------------ */
 
@@ -83,9 +67,7 @@ static void create_device(const SP_Platform* platform,
                    sim_strerror(err));
     return;
   }
-  pthread_mutex_lock(&g_devices_lock);
-  g_devices[ordinal] = dev;
-  pthread_mutex_unlock(&g_devices_lock);
+  se_devices_add(ordinal, dev);
   SP_Device* d = params->device;
   d->struct_size = SP_DEVICE_STRUCT_SIZE;
   d->ext = NULL;
@@ -99,10 +81,7 @@ static void create_device(const SP_Platform* platform,
 
 static void destroy_device(const SP_Platform* platform, SP_Device* device) {
   sim_device* dev = se_device(device);
-  pthread_mutex_lock(&g_devices_lock);
-  for (int i = 0; i < SIM_MAX_DEVICES; i++)
-    if (g_devices[i] == dev) g_devices[i] = NULL;
-  pthread_mutex_unlock(&g_devices_lock);
+  se_devices_remove(dev);
   sim_device_destroy(dev);
   device->device_handle = NULL;
 }
