@@ -41,6 +41,9 @@ typedef enum sim_err {
 /* Static string for an error code; never NULL. */
 const char* sim_strerror(int err);
 
+/* CLOCK_MONOTONIC now, in nanoseconds: the clock stream timers read. */
+uint64_t sim_now_ns(void);
+
 /* ---------------------------------------------------------------- config */
 
 #define SIM_MAX_DEVICES 16

@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "kernels/sk.h"
 #include "se/se.h"
@@ -297,16 +296,10 @@ static int work_run(sim_work* w, char* msg, size_t msg_len) {
 
 /* ---- the TF entry point ------------------------------------------------ */
 
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* On TF's thread, right after submitting: if the item runs within
  * LAUNCH_WATCH_NS, complete it here; otherwise hand it over to the worker. */
 static void watch_or_hand_over(sk_launch* l) {
-  int64_t deadline = now_ns() + LAUNCH_WATCH_NS;
+  uint64_t deadline = sim_now_ns() + LAUNCH_WATCH_NS;
   do {
     for (int i = 0; i < 64; i++) {
       if (atomic_load_explicit(&l->state, memory_order_acquire) == L_RAN) {
@@ -315,7 +308,7 @@ static void watch_or_hand_over(sk_launch* l) {
       }
       __builtin_ia32_pause();
     }
-  } while (now_ns() < deadline);
+  } while (sim_now_ns() < deadline);
   int expected = L_QUEUED;
   if (!atomic_compare_exchange_strong(&l->state, &expected, L_HANDED_OVER))
     complete(l); /* it ran just now: expected == L_RAN */
