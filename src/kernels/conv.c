@@ -28,7 +28,8 @@
  * Conv2D and InvalidArgument for the backprops, the codes TF's CPU uses.
  *
  * Files: conv.h (shared types and functions), this file (attributes,
- * geometry, im2col, Conv2D, registration), conv_backprop.c (the backprops).
+ * geometry, im2col, Conv2D and its registration), conv_backprop.c (the
+ * backprops and theirs).
  *
  * Thread contract: create functions run at kernel construction, compute
  * functions on TF's thread (they validate everything and read the host-memory
@@ -413,5 +414,5 @@ static const sk_op kOps[] = {
 };
 
 bool sk_register_conv(char* msg, size_t len) {
-  return sk_register_ops(kOps, msg, len) && skc_register_backprops(msg, len);
+  return sk_register_ops(kOps, msg, len);
 }

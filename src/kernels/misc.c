@@ -2,8 +2,7 @@
  * misc.c - the misc kernel family's metadata ops (Bitcast, Reshape,
  * Identity: the output aliases the input buffer, nothing runs on the
  * stream), fills (Fill, ZerosLike, OnesLike) and Cast; shape_ops.c holds the
- * ops that reorder or replicate data. sk_register_misc registers both
- * files' tables.
+ * ops that reorder or replicate data, with the helpers of misc.h.
  *
  * Cast follows TF's CPU kernel bit for bit where TF is deterministic:
  *   - TF runs its CPU kernels with denormals flushed (MXCSR FTZ and DAZ on
@@ -731,5 +730,5 @@ static const sk_op kOps[] = {
 };
 
 bool sk_register_misc(char* msg, size_t len) {
-  return sk_register_ops(kOps, msg, len) && skm_register_shape_ops(msg, len);
+  return sk_register_ops(kOps, msg, len);
 }

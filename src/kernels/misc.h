@@ -1,7 +1,8 @@
 /*
  * misc.h - what the two files of the misc kernel family share: misc.c
- * (metadata-only ops, fills and Cast; it owns sk_register_misc) and
- * shape_ops.c (ops that reorder or replicate data). Not part of the sk_
+ * (metadata-only ops, fills and Cast) defines these helpers, shape_ops.c
+ * (ops that reorder or replicate data) uses them; misc.c needs nothing from
+ * shape_ops.c. Each registers its own ops (sk.h). Not part of the sk_
  * framework.
  */
 #ifndef SIMDEV_KERNELS_MISC_H_
@@ -10,10 +11,6 @@
 #include "kernels/sk.h"
 
 #define SKM_GRAIN (1 << 15) /* elements per parallel chunk, roughly */
-
-/* Registers shape_ops.c's ops (Transpose, Tile, BroadcastTo, Pack,
- * ConcatV2); called by sk_register_misc. */
-bool skm_register_shape_ops(char* msg, size_t len);
 
 /* misc.c: "[2,3]" for t's shape into b; returns b. */
 const char* skm_shape_str(const TF_Tensor* t, char* b, size_t len);

@@ -634,6 +634,6 @@ static const sk_op kOps[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-bool skm_register_shape_ops(char* msg, size_t len) {
+bool sk_register_shape_ops(char* msg, size_t len) {
   return sk_register_ops(kOps, msg, len);
 }

@@ -121,15 +121,22 @@ typedef struct sk_op {
  * writes the first error to msg. */
 bool sk_register_ops(const sk_op* ops, char* msg, size_t len);
 
-/* Per-family registration, called by TF_InitKernel (kernels.c). */
-bool sk_register_matmul(char* msg, size_t len);
-bool sk_register_conv(char* msg, size_t len);
-bool sk_register_pool(char* msg, size_t len);
-bool sk_register_cwise(char* msg, size_t len);
-bool sk_register_reduce(char* msg, size_t len);
-bool sk_register_softmax(char* msg, size_t len);
-bool sk_register_misc(char* msg, size_t len);
-bool sk_register_dlpack(char* msg, size_t len); /* also defines the ops */
+/* Registration of each file's op table, all called by TF_InitKernel
+ * (kernels.c), so that the files of a family never call each other just to
+ * register. */
+bool sk_register_matmul(char* msg, size_t len);        /* matmul.c */
+bool sk_register_conv(char* msg, size_t len);          /* conv.c */
+bool sk_register_conv_backprop(char* msg, size_t len); /* conv_backprop.c */
+bool sk_register_pool(char* msg, size_t len);          /* pool.c */
+bool sk_register_cwise(char* msg, size_t len);         /* cwise.c */
+bool sk_register_cwise_binary(char* msg, size_t len);  /* cwise_binary.c */
+bool sk_register_cwise_bias(char* msg, size_t len);    /* cwise_bias.c */
+bool sk_register_reduce(char* msg, size_t len);        /* reduce.c */
+bool sk_register_softmax(char* msg, size_t len);       /* softmax.c */
+bool sk_register_misc(char* msg, size_t len);          /* misc.c */
+bool sk_register_shape_ops(char* msg, size_t len);     /* shape_ops.c */
+/* dlpack_ops.c; also defines the two ops. */
+bool sk_register_dlpack(char* msg, size_t len);
 
 /* ---- launches (TF thread) ---------------------------------------------- */
 /* Whether the launch is still good; every sk_ call below is a no-op on a
