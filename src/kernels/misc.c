@@ -216,15 +216,6 @@ static void* identity_create(TF_OpKernelConstruction* c) {
 
 /* ---- shared helpers, Fill, ZerosLike, OnesLike --------------------------- */
 
-const char* skm_shape_str(const TF_Tensor* t, char* b, size_t len) {
-  size_t k = (size_t)snprintf(b, len, "[");
-  for (int i = 0; i < TF_NumDims(t) && k < len; i++)
-    k += (size_t)snprintf(b + k, len - k, i ? ",%lld" : "%lld",
-                          (long long)TF_Dim(t, i));
-  if (k < len) snprintf(b + k, len - k, "]");
-  return b;
-}
-
 void skm_shape_count(sk_shape* s) {
   s->n = 1;
   for (int i = 0; i < s->nd; i++) s->n *= s->d[i];
@@ -317,18 +308,21 @@ static void fill_compute(sk_launch* l, void* state) {
   (void)state;
   TF_Tensor* dims = sk_input(l, 0);
   TF_Tensor* value = sk_input(l, 1);
-  if (dims == NULL || value == NULL) return;
+  sk_shape ds, vs;
+  if (dims == NULL || value == NULL || !sk_shape_of(l, dims, &ds) ||
+      !sk_shape_of(l, value, &vs))
+    return;
   char b[256];
-  if (TF_NumDims(dims) > 1) {
+  if (ds.nd > 1) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "dims must represent a vector, got shape %s",
-            skm_shape_str(dims, b, sizeof(b)));
+            sk_shape_str(&ds, b, sizeof(b)));
     return;
   }
-  if (TF_TensorElementCount(value) != 1 || TF_NumDims(value) > 1) {
+  if (vs.n != 1 || vs.nd > 1) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "value must represent a scalar, got shape %s",
-            skm_shape_str(value, b, sizeof(b)));
+            sk_shape_str(&vs, b, sizeof(b)));
     return;
   }
   sk_shape s;

@@ -12,8 +12,6 @@
 
 #define SKM_GRAIN (1 << 15) /* elements per parallel chunk, roughly */
 
-/* misc.c: "[2,3]" for t's shape into b; returns b. */
-const char* skm_shape_str(const TF_Tensor* t, char* b, size_t len);
 /* misc.c: sets s->n from s->d. */
 void skm_shape_count(sk_shape* s);
 /* misc.c: a host vector of dimension sizes (Fill's dims, BroadcastTo's

@@ -219,16 +219,18 @@ static void strides_of(const sk_shape* s, int64_t* st) {
 static bool check_perm(sk_launch* l, const TF_Tensor* pt, int nd,
                        int64_t* perm) {
   char b[256];
-  if (TF_NumDims(pt) != 1) {
+  sk_shape ps;
+  if (!sk_shape_of(l, pt, &ps)) return false;
+  if (ps.nd != 1) {
     sk_fail(l, TF_INVALID_ARGUMENT, "perm must be rank 1, got shape %s",
-            skm_shape_str(pt, b, sizeof(b)));
+            sk_shape_str(&ps, b, sizeof(b)));
     return false;
   }
-  if (skm_index_count(pt) != nd) {
+  if (ps.n != nd) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "transpose expects a vector of size %d. But input(1) is a vector "
             "of size %lld",
-            nd, (long long)skm_index_count(pt));
+            nd, (long long)ps.n);
     return false;
   }
   bool seen[SK_MAX_DIMS] = {false};
@@ -280,21 +282,23 @@ static void tile_compute(sk_launch* l, void* state) {
   (void)state;
   TF_Tensor* x = sk_input(l, 0);
   TF_Tensor* mt = sk_input(l, 1);
-  sk_shape s, o;
+  sk_shape s, ms, o;
   int64_t st[SK_MAX_DIMS];
   char b[256];
-  if (x == NULL || mt == NULL || !sk_shape_of(l, x, &s)) return;
-  if (TF_NumDims(mt) != 1) {
+  if (x == NULL || mt == NULL || !sk_shape_of(l, x, &s) ||
+      !sk_shape_of(l, mt, &ms))
+    return;
+  if (ms.nd != 1) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "Expected multiples to be 1-D, but got shape %s",
-            skm_shape_str(mt, b, sizeof(b)));
+            sk_shape_str(&ms, b, sizeof(b)));
     return;
   }
-  if (skm_index_count(mt) != s.nd) {
+  if (ms.n != s.nd) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "Expected multiples argument to be a vector of length %d but got "
             "length %lld",
-            s.nd, (long long)skm_index_count(mt));
+            s.nd, (long long)ms.n);
     return;
   }
   /* The output, row-major, is the input broadcast to [m0,d0,m1,d1,...]. */
@@ -333,13 +337,15 @@ static void broadcast_to_compute(sk_launch* l, void* state) {
   (void)state;
   TF_Tensor* x = sk_input(l, 0);
   TF_Tensor* shp = sk_input(l, 1);
-  sk_shape s, o;
+  sk_shape s, ss, o;
   char b[256], b2[256];
-  if (x == NULL || shp == NULL || !sk_shape_of(l, x, &s)) return;
-  if (TF_NumDims(shp) != 1) {
+  if (x == NULL || shp == NULL || !sk_shape_of(l, x, &s) ||
+      !sk_shape_of(l, shp, &ss))
+    return;
+  if (ss.nd != 1) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "shape must be a vector of {int32,int64}, got shape %s",
-            skm_shape_str(shp, b, sizeof(b)));
+            sk_shape_str(&ss, b, sizeof(b)));
     return;
   }
   if (!skm_read_dims(l, shp, &o)) return;
@@ -584,10 +590,12 @@ static void concat_compute(sk_launch* l, void* state) {
   for (int i = 0; i <= count; i++)
     if ((in[i] = sk_input(l, i)) == NULL) goto out;
   const TF_Tensor* at = in[count];
-  if (TF_NumDims(at) > 1 || skm_index_count(at) != 1) {
+  sk_shape as;
+  if (!sk_shape_of(l, at, &as)) goto out;
+  if (as.nd > 1 || as.n != 1) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "axis tensor should be a scalar integer, but got shape %s",
-            skm_shape_str(at, b, sizeof(b)));
+            sk_shape_str(&as, b, sizeof(b)));
     goto out;
   }
   if (concat_shapes(l, in, count, skm_index_at(at, 0), w, &o))
