@@ -105,7 +105,7 @@ static void* bitcast_create(TF_OpKernelConstruction* c) {
  * with TF's rules and messages. */
 static bool reshape_target(sk_launch* l, const TF_Tensor* sizes,
                            const sk_shape* in, sk_shape* o) {
-  int64_t k = skm_index_count(sizes);
+  int64_t k = TF_TensorElementCount(sizes);
   if (k > SK_MAX_DIMS) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "simdev kernels support tensors of rank <= %d; Reshape asked "
@@ -118,7 +118,7 @@ static bool reshape_target(sk_launch* l, const TF_Tensor* sizes,
   int64_t product = 1; /* of the sizes > 0 */
   o->nd = (int)k;
   for (int i = 0; i < o->nd; i++) {
-    int64_t v = skm_index_at(sizes, i);
+    int64_t v = sk_index_at(sizes, i);
     o->d[i] = v;
     if (v == -1) {
       if (unknown >= 0) {
@@ -222,7 +222,7 @@ void skm_shape_count(sk_shape* s) {
 }
 
 bool skm_read_dims(sk_launch* l, const TF_Tensor* t, sk_shape* o) {
-  int64_t k = skm_index_count(t);
+  int64_t k = TF_TensorElementCount(t);
   if (k > SK_MAX_DIMS) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "simdev kernels support tensors of rank <= %d, got rank %lld",
@@ -233,7 +233,7 @@ bool skm_read_dims(sk_launch* l, const TF_Tensor* t, sk_shape* o) {
   bool overflow = false;
   int64_t n = 1;
   for (int i = 0; i < o->nd; i++) {
-    o->d[i] = skm_index_at(t, i);
+    o->d[i] = sk_index_at(t, i);
     if (o->d[i] < 0) {
       sk_fail(l, TF_INVALID_ARGUMENT, "Dimension %lld must be >= 0",
               (long long)o->d[i]);

@@ -19,16 +19,4 @@ void skm_shape_count(sk_shape* s);
  * int64; fails the launch with TF's messages otherwise. */
 bool skm_read_dims(sk_launch* l, const TF_Tensor* t, sk_shape* o);
 
-/* Element i of an int32 or int64 tensor in host memory (shape, perm,
- * multiples, axis arguments). The caller checks the index range. */
-static inline int64_t skm_index_at(const TF_Tensor* t, int64_t i) {
-  if (TF_TensorType(t) == TF_INT32) return ((const int32_t*)sk_data(t))[i];
-  return ((const int64_t*)sk_data(t))[i];
-}
-
-/* Element count of a host index tensor (0 for an empty vector). */
-static inline int64_t skm_index_count(const TF_Tensor* t) {
-  return TF_TensorElementCount(t);
-}
-
 #endif /* SIMDEV_KERNELS_MISC_H_ */

@@ -235,7 +235,7 @@ static bool check_perm(sk_launch* l, const TF_Tensor* pt, int nd,
   }
   bool seen[SK_MAX_DIMS] = {false};
   for (int i = 0; i < nd; i++) {
-    int64_t v = skm_index_at(pt, i);
+    int64_t v = sk_index_at(pt, i);
     perm[i] = v < 0 ? v + nd : v;
     if (perm[i] < 0 || perm[i] >= nd) {
       sk_fail(l, TF_INVALID_ARGUMENT, "%lld is out of range [0 .. %d)",
@@ -309,7 +309,7 @@ static void tile_compute(sk_launch* l, void* state) {
   bool overflow = false;
   int64_t n = 1;
   for (int i = 0; i < s.nd; i++) {
-    int64_t m = skm_index_at(mt, i);
+    int64_t m = sk_index_at(mt, i);
     if (m < 0) {
       sk_fail(l, TF_INVALID_ARGUMENT,
               "Expected multiples[%d] >= 0, but got %lld", i, (long long)m);
@@ -598,7 +598,7 @@ static void concat_compute(sk_launch* l, void* state) {
             sk_shape_str(&as, b, sizeof(b)));
     goto out;
   }
-  if (concat_shapes(l, in, count, skm_index_at(at, 0), w, &o))
+  if (concat_shapes(l, in, count, sk_index_at(at, 0), w, &o))
     concat_launch(l, in, count, w, &o, "ConcatV2");
 out:
   free(in);

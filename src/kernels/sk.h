@@ -205,6 +205,18 @@ static inline const void* sk_data(const TF_Tensor* t) {
   return TF_TensorData(t);
 }
 static inline void* sk_mdata(TF_Tensor* t) { return TF_TensorData(t); }
+
+/* Element i of int32 or int64 index data (shapes, permutations, axes,
+ * labels): the one place that reads either width. dt must be TF_INT32 or
+ * TF_INT64 (callers check it, or the op's type list does); callers check
+ * the range of i. Any thread. */
+static inline int64_t sk_index(TF_DataType dt, const void* p, int64_t i) {
+  return dt == TF_INT32 ? ((const int32_t*)p)[i] : ((const int64_t*)p)[i];
+}
+/* The same for an index tensor TF keeps in host memory (TF thread). */
+static inline int64_t sk_index_at(const TF_Tensor* t, int64_t i) {
+  return sk_index(TF_TensorType(t), sk_data(t), i);
+}
 const char* sk_dtype_name(TF_DataType t);
 
 #endif /* SIMDEV_KERNELS_SK_H_ */

@@ -126,8 +126,7 @@ typedef struct xent_args {
 } xent_args;
 
 static int64_t xent_label(const xent_args* a, int64_t r) {
-  return a->id_dt == TF_INT32 ? ((const int32_t*)a->ids)[r]
-                              : ((const int64_t*)a->ids)[r];
+  return sk_index(a->id_dt, a->ids, r);
 }
 
 /* loss = sum_j p_j * (log(sum exp) - (x_j - m)), backprop = softmax - p,
