@@ -375,12 +375,9 @@ static bool padding_attrs(TF_OpKernelConstruction* c, skc_attrs* at) {
 }
 
 void* skc_create(TF_OpKernelConstruction* c, enum skc_op op, sk_compute_fn fn) {
-  skc_attrs* at = calloc(1, sizeof(*at));
+  skc_attrs* at = sk_state_new(c, sizeof(*at));
   char fmt[16];
-  if (at == NULL) {
-    sk_construction_fail(c, TF_RESOURCE_EXHAUSTED, "simdev: out of memory");
-    return NULL;
-  }
+  if (at == NULL) return NULL;
   at->op = op;
   bool ok = sk_attr_string(c, "data_format", fmt, sizeof(fmt));
   at->nchw = ok && strcmp(fmt, "NCHW") == 0;

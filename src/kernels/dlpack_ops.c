@@ -165,11 +165,8 @@ static void export_compute(sk_launch* l, void* state) {
 }
 
 static void* export_create(TF_OpKernelConstruction* c) {
-  export_state* s = calloc(1, sizeof(*s));
-  if (s == NULL) {
-    sk_construction_fail(c, TF_RESOURCE_EXHAUSTED, "simdev: out of memory");
-    return NULL;
-  }
+  export_state* s = sk_state_new(c, sizeof(*s));
+  if (s == NULL) return NULL;
   if (!sk_attr_bool(c, "versioned", &s->versioned)) {
     free(s);
     return NULL;
@@ -365,12 +362,9 @@ static void import_compute(sk_launch* l, void* state) {
 }
 
 static void* import_create(TF_OpKernelConstruction* c) {
-  import_state* s = calloc(1, sizeof(*s));
+  import_state* s = sk_state_new(c, sizeof(*s));
   char copy[16];
-  if (s == NULL) {
-    sk_construction_fail(c, TF_RESOURCE_EXHAUSTED, "simdev: out of memory");
-    return NULL;
-  }
+  if (s == NULL) return NULL;
   if (!sk_attr_type(c, "dtype", &s->dtype) ||
       !sk_attr_bool(c, "versioned", &s->versioned) ||
       !sk_attr_string(c, "copy", copy, sizeof(copy))) {

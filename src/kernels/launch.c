@@ -390,6 +390,13 @@ void sk_construction_fail(TF_OpKernelConstruction* c, TF_Code code,
   TF_DeleteStatus(st);
 }
 
+void* sk_state_new(TF_OpKernelConstruction* c, size_t size) {
+  void* state = calloc(1, size ? size : 1);
+  if (state == NULL)
+    sk_construction_fail(c, TF_RESOURCE_EXHAUSTED, "simdev: out of memory");
+  return state;
+}
+
 void* sk_kernel_new(TF_OpKernelConstruction* c, sk_compute_fn compute,
                     void* state, void (*free_state)(void*)) {
   sk_kernel* k = malloc(sizeof(*k));

@@ -77,11 +77,8 @@ static void bitcast_compute(sk_launch* l, void* state) {
 }
 
 static void* bitcast_create(TF_OpKernelConstruction* c) {
-  bitcast_state* st = calloc(1, sizeof(*st));
-  if (st == NULL) {
-    sk_construction_fail(c, TF_RESOURCE_EXHAUSTED, "simdev: out of memory");
-    return NULL;
-  }
+  bitcast_state* st = sk_state_new(c, sizeof(*st));
+  if (st == NULL) return NULL;
   if (!sk_attr_type(c, "T", &st->in) || !sk_attr_type(c, "type", &st->out)) {
     free(st);
     return NULL;
@@ -669,12 +666,9 @@ static cast_loop_fn cast_pick(TF_DataType src, TF_DataType dst, bool truncate) {
 }
 
 static void* cast_create(TF_OpKernelConstruction* c) {
-  cast_state* st = calloc(1, sizeof(*st));
+  cast_state* st = sk_state_new(c, sizeof(*st));
   bool truncate = false;
-  if (st == NULL) {
-    sk_construction_fail(c, TF_RESOURCE_EXHAUSTED, "simdev: out of memory");
-    return NULL;
-  }
+  if (st == NULL) return NULL;
   if (!sk_attr_type(c, "SrcT", &st->src) ||
       !sk_attr_type(c, "DstT", &st->dst) ||
       !sk_attr_bool(c, "Truncate", &truncate)) {

@@ -500,11 +500,8 @@ static bool pool_read_attrs(TF_OpKernelConstruction* c, pool_state* st) {
 
 static void* pool_create(TF_OpKernelConstruction* c, pool_kind kind,
                          const char* name, sk_compute_fn compute) {
-  pool_state* st = calloc(1, sizeof(*st));
-  if (st == NULL) {
-    sk_construction_fail(c, TF_RESOURCE_EXHAUSTED, "simdev: out of memory");
-    return NULL;
-  }
+  pool_state* st = sk_state_new(c, sizeof(*st));
+  if (st == NULL) return NULL;
   st->kind = kind;
   st->name = name;
   if (!pool_read_attrs(c, st)) {

@@ -397,11 +397,8 @@ static void* red_create(TF_OpKernelConstruction* c, red_kind kind,
                         const char* name) {
   bool keep = false;
   if (!sk_attr_bool(c, "keep_dims", &keep)) return NULL;
-  red_state* st = malloc(sizeof(*st));
-  if (st == NULL) {
-    sk_construction_fail(c, TF_RESOURCE_EXHAUSTED, "simdev: out of memory");
-    return NULL;
-  }
+  red_state* st = sk_state_new(c, sizeof(*st));
+  if (st == NULL) return NULL;
   st->kind = kind;
   st->keep_dims = keep;
   st->name = name;

@@ -509,11 +509,8 @@ out:
 }
 
 static void* pack_create(TF_OpKernelConstruction* c) {
-  pack_state* ps = calloc(1, sizeof(*ps));
-  if (ps == NULL) {
-    sk_construction_fail(c, TF_RESOURCE_EXHAUSTED, "simdev: out of memory");
-    return NULL;
-  }
+  pack_state* ps = sk_state_new(c, sizeof(*ps));
+  if (ps == NULL) return NULL;
   TF_Status* st = TF_NewStatus();
   TF_OpKernelConstruction_GetAttrInt64(c, "axis", &ps->axis, st);
   bool ok = TF_GetCode(st) == TF_OK;

@@ -84,6 +84,11 @@ typedef struct sk_kernel {
 void* sk_kernel_new(TF_OpKernelConstruction* c, sk_compute_fn compute,
                     void* state, void (*free_state)(void*));
 
+/* Zeroed state of `size` bytes for a create function (free it with free,
+ * e.g. as sk_kernel_new's free_state). NULL after reporting
+ * ResourceExhausted to c if out of memory. */
+void* sk_state_new(TF_OpKernelConstruction* c, size_t size);
+
 /* Reads a type / string / int list attribute; reports a failure to c and
  * returns false if missing. */
 bool sk_attr_type(TF_OpKernelConstruction* c, const char* name,
