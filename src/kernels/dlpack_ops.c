@@ -111,8 +111,8 @@ static void export_run(sk_launch* l, void* p) {
     *a->address = (int64_t)(intptr_t)m;
   }
   if (rc != DLP_OK) {
-    sk_run_fail(l, TF_RESOURCE_EXHAUSTED,
-                "SimdevToDlpack: cannot build the managed tensor (%d)", rc);
+    sk_fail(l, TF_RESOURCE_EXHAUSTED,
+            "SimdevToDlpack: cannot build the managed tensor (%d)", rc);
     return;
   }
   a->keep = NULL; /* the managed tensor owns it now */

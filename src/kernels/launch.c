@@ -69,23 +69,12 @@ static struct {
 
 /* ---- failures ---------------------------------------------------------- */
 
-static void vfail(sk_launch* l, TF_Code code, const char* fmt, va_list ap) {
-  if (l->code != TF_OK) return;
-  l->code = code;
-  vsnprintf(l->msg, sizeof(l->msg), fmt, ap);
-}
-
 void sk_fail(sk_launch* l, TF_Code code, const char* fmt, ...) {
+  if (l->code != TF_OK) return; /* the first failure wins */
+  l->code = code;
   va_list ap;
   va_start(ap, fmt);
-  vfail(l, code, fmt, ap);
-  va_end(ap);
-}
-
-void sk_run_fail(sk_launch* l, TF_Code code, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vfail(l, code, fmt, ap);
+  vsnprintf(l->msg, sizeof(l->msg), fmt, ap);
   va_end(ap);
 }
 

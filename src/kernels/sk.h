@@ -34,7 +34,7 @@
  * drops the tensors (the naive design); only the hazard tests use it.
  *
  * Thread contract: sk_begin..sk_work run on the calling TF thread; the run
- * function runs on the stream worker and may only touch its args, sk_run_fail
+ * function runs on the stream worker and may only touch its args, sk_fail
  * and sim_parallel_for.
  */
 #ifndef SIMDEV_KERNELS_SK_H_
@@ -148,7 +148,12 @@ bool sk_register_dlpack(char* msg, size_t len);
  * failed launch, so a compute function may check once at the end. */
 bool sk_ok(const sk_launch* l);
 /* Fails the launch with a TF error code (InvalidArgument for bad shapes,
- * as TF's CPU kernels do). The first failure wins. */
+ * as TF's CPU kernels do). The first failure wins. Called from the compute
+ * function (TF thread) or from the run function (stream worker: a
+ * data-dependent error such as an out-of-range label; only this op fails,
+ * the stream stays usable). Never from both at once: the run function
+ * starts after the compute function returned, and whoever completes the
+ * launch reads the failure after the run function returned (launch.c). */
 void sk_fail(sk_launch* l, TF_Code code, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
 TF_OpKernelContext* sk_context(sk_launch* l);
@@ -162,6 +167,7 @@ bool sk_status_ok(sk_launch* l, const char* what);
  * (sim_stream_device). NULL after failing the launch if there is none. The
  * one way kernels reach a stream: launch.c queues the work item on it. */
 sim_stream* sk_stream(sk_launch* l);
+
 /* Input i, held until the launch completes. NULL on failure. */
 TF_Tensor* sk_input(sk_launch* l, int i);
 /* Allocates output i with the dtype TF expects, held until completion. */
@@ -184,12 +190,6 @@ void sk_args_cleanup(sk_launch* l, void (*cleanup)(void* args));
  * calls sk_work (e.g. empty outputs) completes without touching the stream. */
 typedef void (*sk_run_fn)(sk_launch* l, void* args);
 void sk_work(sk_launch* l, sk_run_fn run, const char* label);
-
-/* ---- on the worker ----------------------------------------------------- */
-/* Fails the launch from its run function (a data-dependent error such as an
- * out-of-range label). Only this op fails; the stream stays usable. */
-void sk_run_fail(sk_launch* l, TF_Code code, const char* fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* ---- launch.c internals used by kernels.c ------------------------------ */
 /* Takes SIMDEV_SYNC / SIMDEV_UNSAFE_EARLY_COMPLETION from the settings

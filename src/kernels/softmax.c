@@ -191,11 +191,11 @@ static bool xent_labels_ok(sk_launch* l, const xent_args* a) {
     n += (size_t)snprintf(vals + n, sizeof(vals) - n, " %" PRId64,
                           xent_label(a, r));
   if (a->rows > 0 && n >= 200) snprintf(vals + n, sizeof(vals) - n, " ...");
-  sk_run_fail(l, TF_INVALID_ARGUMENT,
-              "Received a label value of %" PRId64
-              " which is outside the valid range of [0, %" PRId64
-              ").  Label values:%s",
-              xent_label(a, bad), a->cols, vals);
+  sk_fail(l, TF_INVALID_ARGUMENT,
+          "Received a label value of %" PRId64
+          " which is outside the valid range of [0, %" PRId64
+          ").  Label values:%s",
+          xent_label(a, bad), a->cols, vals);
   return false;
 }
 
