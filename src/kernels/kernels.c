@@ -28,7 +28,7 @@ void TF_InitKernel(void) {
       {"matmul", sk_register_matmul},
       {"conv", sk_register_conv},
       {"conv_backprop", sk_register_conv_backprop},
-      {"pool", sk_register_pool},
+      {"pooling", sk_register_pooling},
       {"cwise", sk_register_cwise},
       {"cwise_binary", sk_register_cwise_binary},
       {"cwise_bias", sk_register_cwise_bias},

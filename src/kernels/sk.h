@@ -132,7 +132,7 @@ bool sk_register_ops(const sk_op* ops, char* msg, size_t len);
 bool sk_register_matmul(char* msg, size_t len);        /* matmul.c */
 bool sk_register_conv(char* msg, size_t len);          /* conv.c */
 bool sk_register_conv_backprop(char* msg, size_t len); /* conv_backprop.c */
-bool sk_register_pool(char* msg, size_t len);          /* pool.c */
+bool sk_register_pooling(char* msg, size_t len);       /* pooling.c */
 bool sk_register_cwise(char* msg, size_t len);         /* cwise.c */
 bool sk_register_cwise_binary(char* msg, size_t len);  /* cwise_binary.c */
 bool sk_register_cwise_bias(char* msg, size_t len);    /* cwise_bias.c */

@@ -1,5 +1,5 @@
 /*
- * pool.c - 2-D pooling on NHWC tensors: MaxPool, AvgPool and their
+ * pooling.c - 2-D pooling on NHWC tensors: MaxPool, AvgPool and their
  * gradients MaxPoolGrad, AvgPoolGrad (float32, float64).
  *
  * Geometry follows TF: ksize/strides are 4 ints with batch and depth 1;
@@ -535,6 +535,6 @@ static const sk_op kOps[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-bool sk_register_pool(char* msg, size_t len) {
+bool sk_register_pooling(char* msg, size_t len) {
   return sk_register_ops(kOps, msg, len);
 }
