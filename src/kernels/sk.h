@@ -89,8 +89,8 @@ void* sk_kernel_new(TF_OpKernelConstruction* c, sk_compute_fn compute,
  * ResourceExhausted to c if out of memory. */
 void* sk_state_new(TF_OpKernelConstruction* c, size_t size);
 
-/* Reads a type / string / int list attribute; reports a failure to c and
- * returns false if missing. */
+/* Reads a type / bool / string / int list attribute; reports a failure to c
+ * and returns false if missing. */
 bool sk_attr_type(TF_OpKernelConstruction* c, const char* name,
                   TF_DataType* out);
 bool sk_attr_bool(TF_OpKernelConstruction* c, const char* name, bool* out);
