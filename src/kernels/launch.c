@@ -117,14 +117,18 @@ static void release_held(sk_launch* l) {
 
 /* ---- shapes ------------------------------------------------------------ */
 
+bool sk_rank_ok(sk_launch* l, int64_t rank, const char* what) {
+  if (rank <= SK_MAX_DIMS) return true;
+  sk_fail(l, TF_INVALID_ARGUMENT,
+          "simdev kernels support tensors of rank <= %d, got rank %lld%s%s%s",
+          SK_MAX_DIMS, (long long)rank, what ? " (" : "", what ? what : "",
+          what ? ")" : "");
+  return false;
+}
+
 bool sk_shape_of(sk_launch* l, const TF_Tensor* t, sk_shape* out) {
   int nd = TF_NumDims(t);
-  if (nd > SK_MAX_DIMS) {
-    sk_fail(l, TF_INVALID_ARGUMENT,
-            "simdev kernels support tensors of rank <= %d, got rank %d",
-            SK_MAX_DIMS, nd);
-    return false;
-  }
+  if (!sk_rank_ok(l, nd, NULL)) return false;
   out->nd = nd;
   out->n = 1;
   for (int i = 0; i < nd; i++) {

@@ -50,13 +50,7 @@ static void bitcast_compute(sk_launch* l, void* state) {
   if (x == NULL || !sk_shape_of(l, x, &s)) return;
   sk_shape o = s;
   if (st->in_size > st->out_size) {
-    if (s.nd == SK_MAX_DIMS) {
-      sk_fail(l, TF_INVALID_ARGUMENT,
-              "simdev kernels support tensors of rank <= %d; Bitcast would "
-              "make rank %d",
-              SK_MAX_DIMS, s.nd + 1);
-      return;
-    }
+    if (!sk_rank_ok(l, s.nd + 1, "the output of Bitcast")) return;
     o.d[o.nd++] = (int64_t)(st->in_size / st->out_size);
   } else if (st->in_size < st->out_size) {
     if (s.nd == 0 || s.d[s.nd - 1] != (int64_t)(st->out_size / st->in_size)) {
@@ -103,13 +97,7 @@ static void* bitcast_create(TF_OpKernelConstruction* c) {
 static bool reshape_target(sk_launch* l, const TF_Tensor* sizes,
                            const sk_shape* in, sk_shape* o) {
   int64_t k = TF_TensorElementCount(sizes);
-  if (k > SK_MAX_DIMS) {
-    sk_fail(l, TF_INVALID_ARGUMENT,
-            "simdev kernels support tensors of rank <= %d; Reshape asked "
-            "for rank %lld",
-            SK_MAX_DIMS, (long long)k);
-    return false;
-  }
+  if (!sk_rank_ok(l, k, "the shape Reshape asked for")) return false;
   int unknown = -1;
   bool has_zero = false, overflow = false;
   int64_t product = 1; /* of the sizes > 0 */
@@ -220,12 +208,7 @@ void skm_shape_count(sk_shape* s) {
 
 bool skm_read_dims(sk_launch* l, const TF_Tensor* t, sk_shape* o) {
   int64_t k = TF_TensorElementCount(t);
-  if (k > SK_MAX_DIMS) {
-    sk_fail(l, TF_INVALID_ARGUMENT,
-            "simdev kernels support tensors of rank <= %d, got rank %lld",
-            SK_MAX_DIMS, (long long)k);
-    return false;
-  }
+  if (!sk_rank_ok(l, k, "the requested shape")) return false;
   o->nd = (int)k;
   bool overflow = false;
   int64_t n = 1;

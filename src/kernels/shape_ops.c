@@ -475,12 +475,7 @@ static void pack_compute(sk_launch* l, void* state) {
             (long long)ps->axis, -rank, rank);
     goto out;
   }
-  if (rank > SK_MAX_DIMS) {
-    sk_fail(l, TF_INVALID_ARGUMENT,
-            "simdev kernels support tensors of rank <= %d, got rank %d",
-            SK_MAX_DIMS, rank);
-    goto out;
-  }
+  if (!sk_rank_ok(l, rank, "the output of Pack")) goto out;
   for (int i = 1; i < count; i++) {
     if (!sk_shape_of(l, in[i], &s)) goto out;
     if (!sk_shape_eq(&s, &s0)) {

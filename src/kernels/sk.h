@@ -49,7 +49,9 @@
 #include "kernels/sk_tf.h"
 
 #define SK_DEVICE_TYPE "SIMDEV"
-/* Highest rank simdev kernels accept; larger ranks get InvalidArgument. */
+/* Highest rank simdev kernels accept; larger ranks get InvalidArgument from
+ * sk_rank_ok, on TF's thread, before any dims are copied into a fixed array
+ * (sk_shape and the kernels' own plans are sized by it). */
 #define SK_MAX_DIMS 16
 
 typedef struct sk_launch sk_launch;
@@ -63,6 +65,11 @@ typedef struct sk_shape {
 
 /* The shape of t (fails the launch if its rank exceeds SK_MAX_DIMS). */
 bool sk_shape_of(sk_launch* l, const TF_Tensor* t, sk_shape* out);
+/* The one rank check: false after failing the launch with InvalidArgument
+ * "simdev kernels support tensors of rank <= 16, got rank N (what)" if rank
+ * exceeds SK_MAX_DIMS. sk_shape_of uses it for every input; kernels call it
+ * for ranks they make (Bitcast, Pack, a requested shape). what may be NULL. */
+bool sk_rank_ok(sk_launch* l, int64_t rank, const char* what);
 /* "[2,3,4]" into buf; returns buf. */
 const char* sk_shape_str(const sk_shape* s, char* buf, size_t len);
 bool sk_shape_eq(const sk_shape* a, const sk_shape* b);
