@@ -4,7 +4,8 @@
  * each function.
  *
  * Who calls whom (no circle): device -> stream, event, arena, mapped;
- * event -> stream; timer -> stream; arena -> mapped; every file -> common.
+ * event -> stream; timer -> stream; arena -> mapped; and any of them ->
+ * common.c, which calls none of them.
  */
 #ifndef SIMDEV_DEVICE_SIM_SIM_INTERNAL_H_
 #define SIMDEV_DEVICE_SIM_SIM_INTERNAL_H_
