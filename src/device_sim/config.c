@@ -14,24 +14,6 @@
 
 #include "sim_internal.h"
 
-void sim_invariant_failed(const char* file, int line, const char* what) {
-  fprintf(stderr, "simdev: %s:%d: invariant failed: %s\n", file, line, what);
-  abort();
-}
-
-const char* sim_strerror(int err) {
-  switch (err) {
-    case SIM_OK: return "ok";
-    case SIM_EINVAL: return "invalid argument";
-    case SIM_ENOMEM: return "out of device memory";
-    case SIM_ESTREAM: return "stream is in an error state";
-    case SIM_EFAILED: return "work item failed";
-    case SIM_ENOTREADY: return "not ready";
-    case SIM_ESYS: return "operating system error";
-    default: return "unknown simdev error";
-  }
-}
-
 /* Parses env var `name` into *out if set. 0, or SIM_EINVAL with msg. */
 static int parse_u64(const char* name, uint64_t lo, uint64_t hi, uint64_t* out,
                      char* msg, size_t msg_len) {

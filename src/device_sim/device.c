@@ -4,7 +4,9 @@
  *
  * The device keeps a list of its streams only for two device-wide operations:
  * synchronize-all and teardown. Streams are linked through sim_stream's
- * `dev_next`, under streams_lock. Neither operation holds streams_lock while
+ * `dev_next`, under streams_lock; a stream links itself in when it is created
+ * and out when it is destroyed (stream.c), so device.c calls stream.c and
+ * never the other way round. Neither operation holds streams_lock while
  * waiting on a stream (a stream's worker may be running a host callback that
  * creates or destroys another stream of the same device): they snapshot the
  * list first.
@@ -12,14 +14,6 @@
 #include <string.h>
 
 #include "sim_internal.h"
-
-void sim_cond_init(pthread_cond_t* c) {
-  pthread_condattr_t attr;
-  SIM_CHECK_PT(pthread_condattr_init(&attr));
-  SIM_CHECK_PT(pthread_condattr_setclock(&attr, CLOCK_MONOTONIC));
-  SIM_CHECK_PT(pthread_cond_init(c, &attr));
-  SIM_CHECK_PT(pthread_condattr_destroy(&attr));
-}
 
 int sim_device_create(int ordinal, uint64_t memory_mb, sim_device** out) {
   if (out == NULL || ordinal < 0 || memory_mb == 0 ||
@@ -65,24 +59,6 @@ int sim_device_numa_bound(const sim_device* dev) {
   return sim_arena_numa_bound(dev->arena);
 }
 const char* sim_device_name(const sim_device* dev) { return dev->name; }
-
-int sim_device_add_stream(sim_device* dev, sim_stream* s) {
-  sim_lock(&dev->streams_lock);
-  int id = dev->next_stream_id++;
-  s->dev_next = dev->streams;
-  dev->streams = s;
-  sim_unlock(&dev->streams_lock);
-  return id;
-}
-
-void sim_device_remove_stream(sim_device* dev, sim_stream* s) {
-  sim_lock(&dev->streams_lock);
-  sim_stream** pp = &dev->streams;
-  while (*pp != NULL && *pp != s) pp = &(*pp)->dev_next;
-  SIM_CHECK(*pp == s);
-  *pp = s->dev_next;
-  sim_unlock(&dev->streams_lock);
-}
 
 /* Records a marker on every stream under the lock (cheap, non-blocking),
  * then waits for the markers without it. A marker is an event, so streams

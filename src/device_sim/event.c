@@ -48,14 +48,14 @@ int sim_event_create(sim_event** out) {
   return SIM_OK;
 }
 
-void sim_event_ref(sim_event* e) {
+static void event_ref(sim_event* e) {
   sim_lock(&e->lock);
   SIM_CHECK(e->refs > 0);
   e->refs++;
   sim_unlock(&e->lock);
 }
 
-void sim_event_unref(sim_event* e) {
+static void event_unref(sim_event* e) {
   sim_lock(&e->lock);
   SIM_CHECK(e->refs > 0);
   int left = --e->refs;
@@ -71,7 +71,7 @@ void sim_event_unref(sim_event* e) {
 }
 
 void sim_event_destroy(sim_event* e) {
-  if (e != NULL) sim_event_unref(e);
+  if (e != NULL) event_unref(e);
 }
 
 /* ---- record and wait items -------------------------------------------- */
@@ -89,7 +89,7 @@ static void event_item_done(sim_work* w, int status) {
   sim_lock(&e->lock);
   marker_unref(it->m);
   sim_unlock(&e->lock);
-  sim_event_unref(e);
+  event_unref(e);
   free(it);
 }
 
@@ -101,7 +101,7 @@ static event_item* event_item_new(sim_stream* s, sim_event* e,
   it->w.done = event_item_done;
   it->stream = s;
   it->event = e;
-  sim_event_ref(e);
+  event_ref(e);
   return it;
 }
 
@@ -152,7 +152,7 @@ int sim_stream_wait_event(sim_stream* s, sim_event* e) {
   if (m == NULL || m->done) {
     /* Never recorded, or already complete: nothing to wait for. */
     sim_unlock(&e->lock);
-    sim_event_unref(e);
+    event_unref(e);
     free(it);
     return SIM_OK;
   }
@@ -160,6 +160,21 @@ int sim_stream_wait_event(sim_stream* s, sim_event* e) {
   it->m = m;
   sim_unlock(&e->lock);
   return sim_stream_submit(s, &it->w);
+}
+
+/* A stream-on-stream wait is an event recorded on `other` and waited for on
+ * `dependent`; it lives here, with the other waits, so that stream.c needs
+ * nothing from this file. */
+int sim_stream_wait_stream(sim_stream* dependent, sim_stream* other) {
+  if (dependent == NULL || other == NULL) return SIM_EINVAL;
+  if (dependent == other) return SIM_OK; /* a stream is already in order */
+  sim_event* e;
+  int err = sim_event_create(&e);
+  if (err != SIM_OK) return err;
+  err = sim_event_record(e, other);
+  if (err == SIM_OK) err = sim_stream_wait_event(dependent, e);
+  sim_event_destroy(e); /* the queued marker and wait hold references */
+  return err;
 }
 
 sim_event_state sim_event_query(sim_event* e) {

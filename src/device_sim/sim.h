@@ -10,7 +10,7 @@
  * Conventions
  *   - Functions return 0 (SIM_OK) or a negative sim_err. Bad caller input is
  *     SIM_EINVAL; a pthread call failing on a valid object is a broken
- *     invariant and aborts with file and line (SIM_CHECK in sim_internal.h).
+ *     invariant and aborts with file and line (SIM_CHECK, below).
  *   - Every object is created and destroyed by the caller; destroy functions
  *     accept objects that still have work queued and wait for it (streams
  *     drain, events are reference counted by the work that names them).
@@ -40,6 +40,9 @@ typedef enum sim_err {
 
 /* Static string for an error code; never NULL. */
 const char* sim_strerror(int err);
+
+/* CLOCK_MONOTONIC now, in nanoseconds: the clock stream timers read. */
+uint64_t sim_now_ns(void);
 
 /* ---------------------------------------------------------------- config */
 
@@ -155,8 +158,10 @@ uint64_t sim_host_bytes_in_use(sim_device* dev);
 typedef struct sim_stream sim_stream;
 typedef struct sim_work sim_work;
 
-/* A unit of work on a stream. Intrusive: embed it in your own struct and use
- * container_of in the callbacks; the stream never allocates for it.
+/* A unit of work on a stream. Intrusive: embed it in your own struct and get
+ * back to that struct in the callbacks (put it first and cast, as simdev's
+ * own items do, or subtract its offsetof); the stream never allocates for
+ * it.
  *
  * run:  called on the stream's worker thread, in FIFO order. Returns 0 or a
  *       negative sim_err; on failure it may write a message into msg (msg_len

@@ -1,6 +1,11 @@
 /*
- * sim_internal.h - what the files of device_sim share with each other.
- * Grouped by the file that defines each function.
+ * sim_internal.h - what the files of device_sim share with each other;
+ * nothing outside device_sim includes it. Grouped by the file that defines
+ * each function.
+ *
+ * Who calls whom (no circle): device -> stream, event, arena, mapped;
+ * event -> stream; timer -> stream; arena -> mapped; and any of them ->
+ * common.c, which calls none of them.
  */
 #ifndef SIMDEV_DEVICE_SIM_SIM_INTERNAL_H_
 #define SIMDEV_DEVICE_SIM_SIM_INTERNAL_H_
@@ -28,7 +33,10 @@ static inline void sim_wait(pthread_cond_t* c, pthread_mutex_t* m) {
 static inline void sim_broadcast(pthread_cond_t* c) {
   SIM_CHECK_PT(pthread_cond_broadcast(c));
 }
-/* CLOCK_MONOTONIC condvars, so timed waits ignore wall-clock jumps. */
+
+/* ---- common.c (also sim_strerror, sim_invariant_failed, sim_now_ns) ---- */
+/* Initialises a condvar on CLOCK_MONOTONIC: a timed wait on it (device_sim
+ * has none today) would ignore wall-clock jumps. */
 void sim_cond_init(pthread_cond_t* c);
 
 /* Floating-point mode of every device thread (stream workers and pool
@@ -61,7 +69,7 @@ struct sim_device {
 
   /* Streams alive on this device, for synchronize-all and teardown.
    * Protected by streams_lock; a stream links itself in at creation and out
-   * at destruction. */
+   * at destruction (stream.c). */
   pthread_mutex_t streams_lock;
   sim_stream* streams;
   int next_stream_id;
@@ -84,9 +92,6 @@ void sim_mapped_init(sim_device* dev);
 void sim_mapped_destroy(sim_device* dev);
 /* 1 if [p, p+size) lies inside one mapped range of dev. */
 int sim_mapped_contains(const sim_device* dev, const void* p, uint64_t size);
-/* Called by stream.c at creation/destruction. */
-int sim_device_add_stream(sim_device* dev, sim_stream* s);
-void sim_device_remove_stream(sim_device* dev, sim_stream* s);
 
 /* ---- stream.c ---------------------------------------------------------- */
 struct sim_stream {
@@ -116,9 +121,5 @@ struct sim_stream {
  * callback frees it unless the caller replaces it. NULL if out of memory. */
 void* sim_work_alloc(size_t size, sim_work_run_fn run, uint32_t flags,
                      const char* label);
-
-/* ---- event.c ----------------------------------------------------------- */
-void sim_event_ref(sim_event* e);
-void sim_event_unref(sim_event* e);
 
 #endif /* SIMDEV_DEVICE_SIM_SIM_INTERNAL_H_ */

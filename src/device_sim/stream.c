@@ -29,6 +29,27 @@
 /* The stream whose worker is the calling thread, if any. */
 static __thread sim_stream* tls_current_stream;
 
+/* The device's list of streams (device.c walks it for synchronize-all and
+ * teardown): a stream links itself in at creation and out at destruction,
+ * under dev->streams_lock. Returns the new stream's id. */
+static int link_into_device(sim_device* dev, sim_stream* s) {
+  sim_lock(&dev->streams_lock);
+  int id = dev->next_stream_id++;
+  s->dev_next = dev->streams;
+  dev->streams = s;
+  sim_unlock(&dev->streams_lock);
+  return id;
+}
+
+static void unlink_from_device(sim_device* dev, sim_stream* s) {
+  sim_lock(&dev->streams_lock);
+  sim_stream** pp = &dev->streams;
+  while (*pp != NULL && *pp != s) pp = &(*pp)->dev_next;
+  SIM_CHECK(*pp == s);
+  *pp = s->dev_next;
+  sim_unlock(&dev->streams_lock);
+}
+
 static void set_sticky(sim_stream* s, int err, const char* msg,
                        const char* label) {
   if (s->status != SIM_OK) return;
@@ -109,9 +130,9 @@ int sim_stream_create(sim_device* dev, sim_stream** out) {
   SIM_CHECK_PT(pthread_mutex_init(&s->lock, NULL));
   sim_cond_init(&s->cv_work);
   sim_cond_init(&s->cv_done);
-  s->id = sim_device_add_stream(dev, s);
+  s->id = link_into_device(dev, s);
   if (pthread_create(&s->thread, NULL, worker_main, s) != 0) {
-    sim_device_remove_stream(dev, s);
+    unlink_from_device(dev, s);
     pthread_cond_destroy(&s->cv_done);
     pthread_cond_destroy(&s->cv_work);
     pthread_mutex_destroy(&s->lock);
@@ -131,7 +152,7 @@ void sim_stream_destroy(sim_stream* s) {
   sim_unlock(&s->lock);
   SIM_CHECK_PT(pthread_join(s->thread, NULL));
   SIM_CHECK(s->head == NULL && s->completed == s->submitted);
-  sim_device_remove_stream(s->dev, s);
+  unlink_from_device(s->dev, s);
   SIM_CHECK_PT(pthread_cond_destroy(&s->cv_done));
   SIM_CHECK_PT(pthread_cond_destroy(&s->cv_work));
   SIM_CHECK_PT(pthread_mutex_destroy(&s->lock));
@@ -279,16 +300,4 @@ int sim_host_callback_async(sim_stream* s, sim_host_fn fn, void* arg) {
   c->fn = fn;
   c->arg = arg;
   return sim_stream_submit(s, &c->w);
-}
-
-int sim_stream_wait_stream(sim_stream* dependent, sim_stream* other) {
-  if (dependent == NULL || other == NULL) return SIM_EINVAL;
-  if (dependent == other) return SIM_OK; /* a stream is already in order */
-  sim_event* e;
-  int err = sim_event_create(&e);
-  if (err != SIM_OK) return err;
-  err = sim_event_record(e, other);
-  if (err == SIM_OK) err = sim_stream_wait_event(dependent, e);
-  sim_event_destroy(e); /* the queued marker and wait hold references */
-  return err;
 }

@@ -6,8 +6,6 @@
  * `lock` guards everything; `queued` counts start/stop items not yet run, and
  * destroy waits for it to drop to zero, so items never outlive the timer.
  */
-#include <time.h>
-
 #include "sim_internal.h"
 
 enum { STAMP_NONE = 0, STAMP_QUEUED = 1, STAMP_TAKEN = 2 };
@@ -25,12 +23,6 @@ typedef struct timer_item {
   sim_timer* timer;
   int is_stop;
 } timer_item;
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  SIM_CHECK(clock_gettime(CLOCK_MONOTONIC, &ts) == 0);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 int sim_timer_create(sim_timer** out) {
   if (out == NULL) return SIM_EINVAL;
@@ -55,7 +47,7 @@ void sim_timer_destroy(sim_timer* t) {
 static int run_stamp(sim_work* w, char* msg, size_t len) {
   timer_item* it = (timer_item*)w;
   sim_timer* t = it->timer;
-  uint64_t now = now_ns();
+  uint64_t now = sim_now_ns();
   sim_lock(&t->lock);
   if (it->is_stop) {
     t->stop_ns = now;

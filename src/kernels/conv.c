@@ -28,7 +28,8 @@
  * Conv2D and InvalidArgument for the backprops, the codes TF's CPU uses.
  *
  * Files: conv.h (shared types and functions), this file (attributes,
- * geometry, im2col, Conv2D, registration), conv_backprop.c (the backprops).
+ * geometry, im2col, Conv2D and its registration), conv_backprop.c (the
+ * backprops and theirs).
  *
  * Thread contract: create functions run at kernel construction, compute
  * functions on TF's thread (they validate everything and read the host-memory
@@ -374,12 +375,9 @@ static bool padding_attrs(TF_OpKernelConstruction* c, skc_attrs* at) {
 }
 
 void* skc_create(TF_OpKernelConstruction* c, enum skc_op op, sk_compute_fn fn) {
-  skc_attrs* at = calloc(1, sizeof(*at));
+  skc_attrs* at = sk_state_new(c, sizeof(*at));
   char fmt[16];
-  if (at == NULL) {
-    sk_construction_fail(c, TF_RESOURCE_EXHAUSTED, "simdev: out of memory");
-    return NULL;
-  }
+  if (at == NULL) return NULL;
   at->op = op;
   bool ok = sk_attr_string(c, "data_format", fmt, sizeof(fmt));
   at->nchw = ok && strcmp(fmt, "NCHW") == 0;
@@ -413,5 +411,5 @@ static const sk_op kOps[] = {
 };
 
 bool sk_register_conv(char* msg, size_t len) {
-  return sk_register_ops(kOps, msg, len) && skc_register_backprops(msg, len);
+  return sk_register_ops(kOps, msg, len);
 }

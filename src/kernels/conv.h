@@ -1,9 +1,10 @@
 /*
  * conv.h - what the two files of the conv kernel family share: conv.c
- * (attributes, geometry, im2col, Conv2D; it owns sk_register_conv) and
- * conv_backprop.c (Conv2DBackpropInput, Conv2DBackpropFilter). The design
- * (im2col + gemm in bounded chunks) is described at the top of conv.c.
- * Not part of the sk_ framework.
+ * (attributes, geometry, im2col, Conv2D) and conv_backprop.c
+ * (Conv2DBackpropInput, Conv2DBackpropFilter), which uses conv.c's
+ * machinery; conv.c needs nothing from it. Each registers its own ops (sk.h).
+ * The design (im2col + gemm in bounded chunks) is described at the top of
+ * conv.c. Not part of the sk_ framework.
  *
  * Thread contract: skc_create runs at kernel construction; skc_spatial and
  * skc_prepare on TF's thread (compute functions); sk_gemm and skc_im2col on
@@ -65,10 +66,5 @@ bool skc_spatial(sk_launch* l, const skc_attrs* at, skc_geom* g);
 skc_args* skc_prepare(sk_launch* l, const skc_geom* g, TF_DataType dt);
 /* col = the patches of output rows [r0, r0 + rows) for channel group grp. */
 void skc_im2col(const skc_args* a, int64_t r0, int64_t rows, int64_t grp);
-
-/* ---- conv_backprop.c ---- */
-
-/* Registers Conv2DBackpropInput and Conv2DBackpropFilter. */
-bool skc_register_backprops(char* msg, size_t len);
 
 #endif /* SIMDEV_KERNELS_CONV_H_ */

@@ -322,6 +322,6 @@ static const sk_op kOps[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-bool skc_register_backprops(char* msg, size_t len) {
+bool sk_register_conv_backprop(char* msg, size_t len) {
   return sk_register_ops(kOps, msg, len);
 }

@@ -1,6 +1,6 @@
 /*
- * cwise.c - unary elementwise ops and the gradients of activations, plus the
- * registration of the whole cwise family (cwise_binary.c, cwise_bias.c).
+ * cwise.c - unary elementwise ops and the gradients of activations (the
+ * driver and the binary ops are in cwise_binary.c, BiasAdd in cwise_bias.c).
  *
  * Unary ops (Neg, Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Relu, Abs,
  * Reciprocal) and gradient ops (ReluGrad, TanhGrad, SigmoidGrad, SqrtGrad,
@@ -16,9 +16,6 @@
 #include "kernels/cwise.h"
 
 #include <math.h>
-
-const TF_DataType sk_cw_float_types[] = {TF_FLOAT, TF_DOUBLE, 0};
-const TF_DataType sk_cw_float_i64_types[] = {TF_FLOAT, TF_DOUBLE, TF_INT64, 0};
 
 /* ---- unary ops --------------------------------------------------------- */
 
@@ -190,6 +187,5 @@ static const sk_op kOps[] = {
 };
 
 bool sk_register_cwise(char* msg, size_t len) {
-  return sk_register_ops(kOps, msg, len) && sk_cw_register_binary(msg, len) &&
-         sk_cw_register_bias(msg, len);
+  return sk_register_ops(kOps, msg, len);
 }

@@ -1,11 +1,12 @@
 /*
  * cwise.h - internal interface of the elementwise kernel family (cwise*.c).
  *
- * Files and what they own
+ * Files and what they own (each registers its own ops, see sk.h)
  *   cwise.c         unary ops (Relu, Exp, ...), the same-shape gradient ops
- *                   (ReluGrad, TanhGrad, ...), sk_register_cwise
+ *                   (ReluGrad, TanhGrad, ...)
  *   cwise_binary.c  broadcasting (sk_cw_bcast_*), the one elementwise driver
- *                   every cwise op runs through, binary ops (AddV2, ...)
+ *                   every cwise op runs through, the dtype lists, binary ops
+ *                   (AddV2, ...); it needs nothing from the other two
  *   cwise_bias.c    BiasAdd (a broadcast add) and BiasAddGrad (a
  *                   deterministic blocked reduction)
  *
@@ -147,13 +148,10 @@ void sk_cw_launch(sk_launch* l, sk_cw_loop loop, TF_DataType dt,
                   const TF_Tensor* x, const TF_Tensor* y, TF_Tensor* z,
                   const sk_cw_bcast* plan, const char* label);
 
-/* Registration of the sub-families, called by sk_register_cwise. */
-bool sk_cw_register_binary(char* msg, size_t len);
-bool sk_cw_register_bias(char* msg, size_t len);
-
 /* AddV2's loops, for BiasAdd. */
 extern const sk_cw_loops sk_cw_add_loops;
 
+/* Registration type lists (cwise_binary.c). */
 extern const TF_DataType sk_cw_float_types[];     /* float32, float64 */
 extern const TF_DataType sk_cw_float_i64_types[]; /* ... and int64 */
 

@@ -247,6 +247,6 @@ static const sk_op kOps[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-bool sk_cw_register_bias(char* msg, size_t len) {
+bool sk_register_cwise_bias(char* msg, size_t len) {
   return sk_register_ops(kOps, msg, len);
 }

@@ -18,6 +18,9 @@
 
 #include "kernels/cwise.h"
 
+const TF_DataType sk_cw_float_types[] = {TF_FLOAT, TF_DOUBLE, 0};
+const TF_DataType sk_cw_float_i64_types[] = {TF_FLOAT, TF_DOUBLE, TF_INT64, 0};
+
 /* ---- plans ------------------------------------------------------------- */
 
 void sk_cw_bcast_plan(const sk_shape* out, const sk_shape* x, const sk_shape* y,
@@ -255,6 +258,6 @@ static const sk_op kOps[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-bool sk_cw_register_binary(char* msg, size_t len) {
+bool sk_register_cwise_binary(char* msg, size_t len) {
   return sk_register_ops(kOps, msg, len);
 }

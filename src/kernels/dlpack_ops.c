@@ -36,7 +36,7 @@
 
 #include "dlpack/dlp.h"
 #include "kernels/sk.h"
-#include "se/se_internal.h"
+#include "se/se.h"
 
 /* TF 2.21's ops.h declares these as bare structs and then uses them without
  * `struct`, which only compiles as C++; in C the typedefs must come first. */
@@ -111,8 +111,8 @@ static void export_run(sk_launch* l, void* p) {
     *a->address = (int64_t)(intptr_t)m;
   }
   if (rc != DLP_OK) {
-    sk_run_fail(l, TF_RESOURCE_EXHAUSTED,
-                "SimdevToDlpack: cannot build the managed tensor (%d)", rc);
+    sk_fail(l, TF_RESOURCE_EXHAUSTED,
+            "SimdevToDlpack: cannot build the managed tensor (%d)", rc);
     return;
   }
   a->keep = NULL; /* the managed tensor owns it now */
@@ -165,11 +165,8 @@ static void export_compute(sk_launch* l, void* state) {
 }
 
 static void* export_create(TF_OpKernelConstruction* c) {
-  export_state* s = calloc(1, sizeof(*s));
-  if (s == NULL) {
-    sk_construction_fail(c, TF_RESOURCE_EXHAUSTED, "simdev: out of memory");
-    return NULL;
-  }
+  export_state* s = sk_state_new(c, sizeof(*s));
+  if (s == NULL) return NULL;
   if (!sk_attr_bool(c, "versioned", &s->versioned)) {
     free(s);
     return NULL;
@@ -330,13 +327,12 @@ static void import_compute(sk_launch* l, void* state) {
   }
 
   /* Zero-copy: map the range into the device, wrap it. */
-  TF_Status* st = sk_status(l);
-  SP_Stream sp = TF_GetStream(sk_context(l), st);
-  if (!sk_status_ok(l, "SimdevFromDlpack: TF_GetStream")) {
+  sim_stream* stream = sk_stream(l);
+  if (stream == NULL) {
     free(ref);
     return;
   }
-  sim_device* dev = sim_stream_device(sp->s);
+  sim_device* dev = sim_stream_device(stream);
   if (sim_mem_register_host(dev, v.data, v.nbytes) != SIM_OK) {
     free(ref);
     sk_fail(l, TF_RESOURCE_EXHAUSTED,
@@ -358,6 +354,7 @@ static void import_compute(sk_launch* l, void* state) {
   /* From here on TF owns the managed tensor through t, unless setting the
    * output fails: then the deallocator must not delete it. */
   ref->owned = true;
+  TF_Status* st = sk_status(l);
   TF_SetOutput(sk_context(l), 0, t, st);
   if (TF_GetCode(st) != TF_OK) ref->owned = false;
   TF_DeleteTensor(t);
@@ -365,12 +362,9 @@ static void import_compute(sk_launch* l, void* state) {
 }
 
 static void* import_create(TF_OpKernelConstruction* c) {
-  import_state* s = calloc(1, sizeof(*s));
+  import_state* s = sk_state_new(c, sizeof(*s));
   char copy[16];
-  if (s == NULL) {
-    sk_construction_fail(c, TF_RESOURCE_EXHAUSTED, "simdev: out of memory");
-    return NULL;
-  }
+  if (s == NULL) return NULL;
   if (!sk_attr_type(c, "dtype", &s->dtype) ||
       !sk_attr_bool(c, "versioned", &s->versioned) ||
       !sk_attr_string(c, "copy", copy, sizeof(copy))) {

@@ -1,7 +1,9 @@
 /*
  * kernels.c - TF_InitKernel: registers every simdev kernel for device type
- * SIMDEV through the kernel C API. One registration function per kernel
- * family (sk.h); each family's file owns its op table.
+ * SIMDEV through the kernel C API. One registration function per file with
+ * an op table (sk.h), all called from here: the files of a family (conv.c
+ * and conv_backprop.c, ...) share code through their family header but
+ * never call each other to register.
  *
  * TF_InitKernel has no status: a failed registration is printed and the
  * remaining families still register, so the failure shows up as an op that
@@ -23,10 +25,18 @@ void TF_InitKernel(void) {
     const char* family;
     register_fn fn;
   } families[] = {
-      {"matmul", sk_register_matmul}, {"conv", sk_register_conv},
-      {"pool", sk_register_pool},     {"cwise", sk_register_cwise},
-      {"reduce", sk_register_reduce}, {"softmax", sk_register_softmax},
-      {"misc", sk_register_misc},     {"dlpack", sk_register_dlpack},
+      {"matmul", sk_register_matmul},
+      {"conv", sk_register_conv},
+      {"conv_backprop", sk_register_conv_backprop},
+      {"pooling", sk_register_pooling},
+      {"cwise", sk_register_cwise},
+      {"cwise_binary", sk_register_cwise_binary},
+      {"cwise_bias", sk_register_cwise_bias},
+      {"reduce", sk_register_reduce},
+      {"softmax", sk_register_softmax},
+      {"misc", sk_register_misc},
+      {"shape_ops", sk_register_shape_ops},
+      {"dlpack", sk_register_dlpack},
   };
   for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
     msg[0] = '\0';

@@ -17,12 +17,11 @@
  */
 #include <stdatomic.h>
 #include <stdio.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/sk.h"
-#include "se/se_internal.h"
+#include "se/se.h"
 
 /* done_shim.cc: copy TF's done callback, which dies with compute_async's
  * frame in TF 2.21, and run the copy later. */
@@ -70,23 +69,12 @@ static struct {
 
 /* ---- failures ---------------------------------------------------------- */
 
-static void vfail(sk_launch* l, TF_Code code, const char* fmt, va_list ap) {
-  if (l->code != TF_OK) return;
-  l->code = code;
-  vsnprintf(l->msg, sizeof(l->msg), fmt, ap);
-}
-
 void sk_fail(sk_launch* l, TF_Code code, const char* fmt, ...) {
+  if (l->code != TF_OK) return; /* the first failure wins */
+  l->code = code;
   va_list ap;
   va_start(ap, fmt);
-  vfail(l, code, fmt, ap);
-  va_end(ap);
-}
-
-void sk_run_fail(sk_launch* l, TF_Code code, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vfail(l, code, fmt, ap);
+  vsnprintf(l->msg, sizeof(l->msg), fmt, ap);
   va_end(ap);
 }
 
@@ -129,14 +117,18 @@ static void release_held(sk_launch* l) {
 
 /* ---- shapes ------------------------------------------------------------ */
 
+bool sk_rank_ok(sk_launch* l, int64_t rank, const char* what) {
+  if (rank <= SK_MAX_DIMS) return true;
+  sk_fail(l, TF_INVALID_ARGUMENT,
+          "simdev kernels support tensors of rank <= %d, got rank %lld%s%s%s",
+          SK_MAX_DIMS, (long long)rank, what ? " (" : "", what ? what : "",
+          what ? ")" : "");
+  return false;
+}
+
 bool sk_shape_of(sk_launch* l, const TF_Tensor* t, sk_shape* out) {
   int nd = TF_NumDims(t);
-  if (nd > SK_MAX_DIMS) {
-    sk_fail(l, TF_INVALID_ARGUMENT,
-            "simdev kernels support tensors of rank <= %d, got rank %d",
-            SK_MAX_DIMS, nd);
-    return false;
-  }
+  if (!sk_rank_ok(l, nd, NULL)) return false;
   out->nd = nd;
   out->n = 1;
   for (int i = 0; i < nd; i++) {
@@ -164,6 +156,16 @@ bool sk_shape_eq(const sk_shape* a, const sk_shape* b) {
 }
 
 /* ---- inputs, outputs, scratch ------------------------------------------ */
+
+sim_stream* sk_stream(sk_launch* l) {
+  if (!sk_ok(l)) return NULL;
+  SP_Stream sp = TF_GetStream(l->ctx, l->st);
+  if (!status_ok(l, l->st, "TF_GetStream")) return NULL;
+  sim_stream* s = se_stream_sim(sp);
+  if (s == NULL)
+    sk_fail(l, TF_INTERNAL, "TF_GetStream returned no SIMDEV stream");
+  return s;
+}
 
 TF_Tensor* sk_input(sk_launch* l, int i) {
   if (!sk_ok(l)) return NULL;
@@ -287,16 +289,10 @@ static int work_run(sim_work* w, char* msg, size_t msg_len) {
 
 /* ---- the TF entry point ------------------------------------------------ */
 
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 /* On TF's thread, right after submitting: if the item runs within
  * LAUNCH_WATCH_NS, complete it here; otherwise hand it over to the worker. */
 static void watch_or_hand_over(sk_launch* l) {
-  int64_t deadline = now_ns() + LAUNCH_WATCH_NS;
+  uint64_t deadline = sim_now_ns() + LAUNCH_WATCH_NS;
   do {
     for (int i = 0; i < 64; i++) {
       if (atomic_load_explicit(&l->state, memory_order_acquire) == L_RAN) {
@@ -305,7 +301,7 @@ static void watch_or_hand_over(sk_launch* l) {
       }
       __builtin_ia32_pause();
     }
-  } while (now_ns() < deadline);
+  } while (sim_now_ns() < deadline);
   int expected = L_QUEUED;
   if (!atomic_compare_exchange_strong(&l->state, &expected, L_HANDED_OVER))
     complete(l); /* it ran just now: expected == L_RAN */
@@ -340,14 +336,11 @@ static void compute_async(void* kernel, TF_OpKernelContext* ctx,
     complete(l);
     return;
   }
-  SP_Stream sp = TF_GetStream(ctx, l->st);
-  if (status_ok(l, l->st, "TF_GetStream") && (sp == NULL || sp->s == NULL))
-    sk_fail(l, TF_INTERNAL, "TF_GetStream returned no SIMDEV stream");
-  if (!sk_ok(l)) {
+  l->stream = sk_stream(l);
+  if (l->stream == NULL) {
     complete(l);
     return;
   }
-  l->stream = sp->s;
   l->work.run = work_run;
   l->work.done = work_done;
   l->work.label = l->label;
@@ -390,6 +383,13 @@ void sk_construction_fail(TF_OpKernelConstruction* c, TF_Code code,
   TF_SetStatus(st, code, msg);
   TF_OpKernelConstruction_Failure(c, st);
   TF_DeleteStatus(st);
+}
+
+void* sk_state_new(TF_OpKernelConstruction* c, size_t size) {
+  void* state = calloc(1, size ? size : 1);
+  if (state == NULL)
+    sk_construction_fail(c, TF_RESOURCE_EXHAUSTED, "simdev: out of memory");
+  return state;
 }
 
 void* sk_kernel_new(TF_OpKernelConstruction* c, sk_compute_fn compute,

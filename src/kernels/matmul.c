@@ -231,11 +231,8 @@ static void batch_matmul_compute(sk_launch* l, void* state) {
 
 static void* create(TF_OpKernelConstruction* c, sk_compute_fn fn,
                     const char* attr_a, const char* attr_b) {
-  mm_attrs* at = calloc(1, sizeof(*at));
-  if (at == NULL) {
-    sk_construction_fail(c, TF_RESOURCE_EXHAUSTED, "simdev: out of memory");
-    return NULL;
-  }
+  mm_attrs* at = sk_state_new(c, sizeof(*at));
+  if (at == NULL) return NULL;
   if (!sk_attr_bool(c, attr_a, &at->ta) || !sk_attr_bool(c, attr_b, &at->tb)) {
     free(at);
     return NULL;

@@ -2,8 +2,7 @@
  * misc.c - the misc kernel family's metadata ops (Bitcast, Reshape,
  * Identity: the output aliases the input buffer, nothing runs on the
  * stream), fills (Fill, ZerosLike, OnesLike) and Cast; shape_ops.c holds the
- * ops that reorder or replicate data. sk_register_misc registers both
- * files' tables.
+ * ops that reorder or replicate data, with the helpers of misc.h.
  *
  * Cast follows TF's CPU kernel bit for bit where TF is deterministic:
  *   - TF runs its CPU kernels with denormals flushed (MXCSR FTZ and DAZ on
@@ -51,13 +50,7 @@ static void bitcast_compute(sk_launch* l, void* state) {
   if (x == NULL || !sk_shape_of(l, x, &s)) return;
   sk_shape o = s;
   if (st->in_size > st->out_size) {
-    if (s.nd == SK_MAX_DIMS) {
-      sk_fail(l, TF_INVALID_ARGUMENT,
-              "simdev kernels support tensors of rank <= %d; Bitcast would "
-              "make rank %d",
-              SK_MAX_DIMS, s.nd + 1);
-      return;
-    }
+    if (!sk_rank_ok(l, s.nd + 1, "the output of Bitcast")) return;
     o.d[o.nd++] = (int64_t)(st->in_size / st->out_size);
   } else if (st->in_size < st->out_size) {
     if (s.nd == 0 || s.d[s.nd - 1] != (int64_t)(st->out_size / st->in_size)) {
@@ -78,11 +71,8 @@ static void bitcast_compute(sk_launch* l, void* state) {
 }
 
 static void* bitcast_create(TF_OpKernelConstruction* c) {
-  bitcast_state* st = calloc(1, sizeof(*st));
-  if (st == NULL) {
-    sk_construction_fail(c, TF_RESOURCE_EXHAUSTED, "simdev: out of memory");
-    return NULL;
-  }
+  bitcast_state* st = sk_state_new(c, sizeof(*st));
+  if (st == NULL) return NULL;
   if (!sk_attr_type(c, "T", &st->in) || !sk_attr_type(c, "type", &st->out)) {
     free(st);
     return NULL;
@@ -106,20 +96,14 @@ static void* bitcast_create(TF_OpKernelConstruction* c) {
  * with TF's rules and messages. */
 static bool reshape_target(sk_launch* l, const TF_Tensor* sizes,
                            const sk_shape* in, sk_shape* o) {
-  int64_t k = skm_index_count(sizes);
-  if (k > SK_MAX_DIMS) {
-    sk_fail(l, TF_INVALID_ARGUMENT,
-            "simdev kernels support tensors of rank <= %d; Reshape asked "
-            "for rank %lld",
-            SK_MAX_DIMS, (long long)k);
-    return false;
-  }
+  int64_t k = TF_TensorElementCount(sizes);
+  if (!sk_rank_ok(l, k, "the shape Reshape asked for")) return false;
   int unknown = -1;
   bool has_zero = false, overflow = false;
   int64_t product = 1; /* of the sizes > 0 */
   o->nd = (int)k;
   for (int i = 0; i < o->nd; i++) {
-    int64_t v = skm_index_at(sizes, i);
+    int64_t v = sk_index_at(sizes, i);
     o->d[i] = v;
     if (v == -1) {
       if (unknown >= 0) {
@@ -217,33 +201,19 @@ static void* identity_create(TF_OpKernelConstruction* c) {
 
 /* ---- shared helpers, Fill, ZerosLike, OnesLike --------------------------- */
 
-const char* skm_shape_str(const TF_Tensor* t, char* b, size_t len) {
-  size_t k = (size_t)snprintf(b, len, "[");
-  for (int i = 0; i < TF_NumDims(t) && k < len; i++)
-    k += (size_t)snprintf(b + k, len - k, i ? ",%lld" : "%lld",
-                          (long long)TF_Dim(t, i));
-  if (k < len) snprintf(b + k, len - k, "]");
-  return b;
-}
-
 void skm_shape_count(sk_shape* s) {
   s->n = 1;
   for (int i = 0; i < s->nd; i++) s->n *= s->d[i];
 }
 
 bool skm_read_dims(sk_launch* l, const TF_Tensor* t, sk_shape* o) {
-  int64_t k = skm_index_count(t);
-  if (k > SK_MAX_DIMS) {
-    sk_fail(l, TF_INVALID_ARGUMENT,
-            "simdev kernels support tensors of rank <= %d, got rank %lld",
-            SK_MAX_DIMS, (long long)k);
-    return false;
-  }
+  int64_t k = TF_TensorElementCount(t);
+  if (!sk_rank_ok(l, k, "the requested shape")) return false;
   o->nd = (int)k;
   bool overflow = false;
   int64_t n = 1;
   for (int i = 0; i < o->nd; i++) {
-    o->d[i] = skm_index_at(t, i);
+    o->d[i] = sk_index_at(t, i);
     if (o->d[i] < 0) {
       sk_fail(l, TF_INVALID_ARGUMENT, "Dimension %lld must be >= 0",
               (long long)o->d[i]);
@@ -318,18 +288,21 @@ static void fill_compute(sk_launch* l, void* state) {
   (void)state;
   TF_Tensor* dims = sk_input(l, 0);
   TF_Tensor* value = sk_input(l, 1);
-  if (dims == NULL || value == NULL) return;
+  sk_shape ds, vs;
+  if (dims == NULL || value == NULL || !sk_shape_of(l, dims, &ds) ||
+      !sk_shape_of(l, value, &vs))
+    return;
   char b[256];
-  if (TF_NumDims(dims) > 1) {
+  if (ds.nd > 1) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "dims must represent a vector, got shape %s",
-            skm_shape_str(dims, b, sizeof(b)));
+            sk_shape_str(&ds, b, sizeof(b)));
     return;
   }
-  if (TF_TensorElementCount(value) != 1 || TF_NumDims(value) > 1) {
+  if (vs.n != 1 || vs.nd > 1) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "value must represent a scalar, got shape %s",
-            skm_shape_str(value, b, sizeof(b)));
+            sk_shape_str(&vs, b, sizeof(b)));
     return;
   }
   sk_shape s;
@@ -676,12 +649,9 @@ static cast_loop_fn cast_pick(TF_DataType src, TF_DataType dst, bool truncate) {
 }
 
 static void* cast_create(TF_OpKernelConstruction* c) {
-  cast_state* st = calloc(1, sizeof(*st));
+  cast_state* st = sk_state_new(c, sizeof(*st));
   bool truncate = false;
-  if (st == NULL) {
-    sk_construction_fail(c, TF_RESOURCE_EXHAUSTED, "simdev: out of memory");
-    return NULL;
-  }
+  if (st == NULL) return NULL;
   if (!sk_attr_type(c, "SrcT", &st->src) ||
       !sk_attr_type(c, "DstT", &st->dst) ||
       !sk_attr_bool(c, "Truncate", &truncate)) {
@@ -731,5 +701,5 @@ static const sk_op kOps[] = {
 };
 
 bool sk_register_misc(char* msg, size_t len) {
-  return sk_register_ops(kOps, msg, len) && skm_register_shape_ops(msg, len);
+  return sk_register_ops(kOps, msg, len);
 }

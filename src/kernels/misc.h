@@ -1,7 +1,8 @@
 /*
  * misc.h - what the two files of the misc kernel family share: misc.c
- * (metadata-only ops, fills and Cast; it owns sk_register_misc) and
- * shape_ops.c (ops that reorder or replicate data). Not part of the sk_
+ * (metadata-only ops, fills and Cast) defines these helpers, shape_ops.c
+ * (ops that reorder or replicate data) uses them; misc.c needs nothing from
+ * shape_ops.c. Each registers its own ops (sk.h). Not part of the sk_
  * framework.
  */
 #ifndef SIMDEV_KERNELS_MISC_H_
@@ -11,29 +12,11 @@
 
 #define SKM_GRAIN (1 << 15) /* elements per parallel chunk, roughly */
 
-/* Registers shape_ops.c's ops (Transpose, Tile, BroadcastTo, Pack,
- * ConcatV2); called by sk_register_misc. */
-bool skm_register_shape_ops(char* msg, size_t len);
-
-/* misc.c: "[2,3]" for t's shape into b; returns b. */
-const char* skm_shape_str(const TF_Tensor* t, char* b, size_t len);
 /* misc.c: sets s->n from s->d. */
 void skm_shape_count(sk_shape* s);
 /* misc.c: a host vector of dimension sizes (Fill's dims, BroadcastTo's
  * shape) into *o: rank <= SK_MAX_DIMS, sizes >= 0, element count within
  * int64; fails the launch with TF's messages otherwise. */
 bool skm_read_dims(sk_launch* l, const TF_Tensor* t, sk_shape* o);
-
-/* Element i of an int32 or int64 tensor in host memory (shape, perm,
- * multiples, axis arguments). The caller checks the index range. */
-static inline int64_t skm_index_at(const TF_Tensor* t, int64_t i) {
-  if (TF_TensorType(t) == TF_INT32) return ((const int32_t*)sk_data(t))[i];
-  return ((const int64_t*)sk_data(t))[i];
-}
-
-/* Element count of a host index tensor (0 for an empty vector). */
-static inline int64_t skm_index_count(const TF_Tensor* t) {
-  return TF_TensorElementCount(t);
-}
 
 #endif /* SIMDEV_KERNELS_MISC_H_ */

@@ -321,8 +321,7 @@ static bool red_read_axes(sk_launch* l, const TF_Tensor* t, int nd, bool* red) {
     return false;
   }
   for (int64_t i = 0; i < n; i++) {
-    int64_t v =
-        dt == TF_INT32 ? ((const int32_t*)p)[i] : ((const int64_t*)p)[i];
+    int64_t v = sk_index(dt, p, i);
     if (v < -nd || v >= nd) {
       sk_fail(l, TF_INVALID_ARGUMENT,
               "Invalid reduction dimension (%lld for input with %d "
@@ -398,11 +397,8 @@ static void* red_create(TF_OpKernelConstruction* c, red_kind kind,
                         const char* name) {
   bool keep = false;
   if (!sk_attr_bool(c, "keep_dims", &keep)) return NULL;
-  red_state* st = malloc(sizeof(*st));
-  if (st == NULL) {
-    sk_construction_fail(c, TF_RESOURCE_EXHAUSTED, "simdev: out of memory");
-    return NULL;
-  }
+  red_state* st = sk_state_new(c, sizeof(*st));
+  if (st == NULL) return NULL;
   st->kind = kind;
   st->keep_dims = keep;
   st->name = name;

@@ -219,21 +219,23 @@ static void strides_of(const sk_shape* s, int64_t* st) {
 static bool check_perm(sk_launch* l, const TF_Tensor* pt, int nd,
                        int64_t* perm) {
   char b[256];
-  if (TF_NumDims(pt) != 1) {
+  sk_shape ps;
+  if (!sk_shape_of(l, pt, &ps)) return false;
+  if (ps.nd != 1) {
     sk_fail(l, TF_INVALID_ARGUMENT, "perm must be rank 1, got shape %s",
-            skm_shape_str(pt, b, sizeof(b)));
+            sk_shape_str(&ps, b, sizeof(b)));
     return false;
   }
-  if (skm_index_count(pt) != nd) {
+  if (ps.n != nd) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "transpose expects a vector of size %d. But input(1) is a vector "
             "of size %lld",
-            nd, (long long)skm_index_count(pt));
+            nd, (long long)ps.n);
     return false;
   }
   bool seen[SK_MAX_DIMS] = {false};
   for (int i = 0; i < nd; i++) {
-    int64_t v = skm_index_at(pt, i);
+    int64_t v = sk_index_at(pt, i);
     perm[i] = v < 0 ? v + nd : v;
     if (perm[i] < 0 || perm[i] >= nd) {
       sk_fail(l, TF_INVALID_ARGUMENT, "%lld is out of range [0 .. %d)",
@@ -280,21 +282,23 @@ static void tile_compute(sk_launch* l, void* state) {
   (void)state;
   TF_Tensor* x = sk_input(l, 0);
   TF_Tensor* mt = sk_input(l, 1);
-  sk_shape s, o;
+  sk_shape s, ms, o;
   int64_t st[SK_MAX_DIMS];
   char b[256];
-  if (x == NULL || mt == NULL || !sk_shape_of(l, x, &s)) return;
-  if (TF_NumDims(mt) != 1) {
+  if (x == NULL || mt == NULL || !sk_shape_of(l, x, &s) ||
+      !sk_shape_of(l, mt, &ms))
+    return;
+  if (ms.nd != 1) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "Expected multiples to be 1-D, but got shape %s",
-            skm_shape_str(mt, b, sizeof(b)));
+            sk_shape_str(&ms, b, sizeof(b)));
     return;
   }
-  if (skm_index_count(mt) != s.nd) {
+  if (ms.n != s.nd) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "Expected multiples argument to be a vector of length %d but got "
             "length %lld",
-            s.nd, (long long)skm_index_count(mt));
+            s.nd, (long long)ms.n);
     return;
   }
   /* The output, row-major, is the input broadcast to [m0,d0,m1,d1,...]. */
@@ -305,7 +309,7 @@ static void tile_compute(sk_launch* l, void* state) {
   bool overflow = false;
   int64_t n = 1;
   for (int i = 0; i < s.nd; i++) {
-    int64_t m = skm_index_at(mt, i);
+    int64_t m = sk_index_at(mt, i);
     if (m < 0) {
       sk_fail(l, TF_INVALID_ARGUMENT,
               "Expected multiples[%d] >= 0, but got %lld", i, (long long)m);
@@ -333,13 +337,15 @@ static void broadcast_to_compute(sk_launch* l, void* state) {
   (void)state;
   TF_Tensor* x = sk_input(l, 0);
   TF_Tensor* shp = sk_input(l, 1);
-  sk_shape s, o;
+  sk_shape s, ss, o;
   char b[256], b2[256];
-  if (x == NULL || shp == NULL || !sk_shape_of(l, x, &s)) return;
-  if (TF_NumDims(shp) != 1) {
+  if (x == NULL || shp == NULL || !sk_shape_of(l, x, &s) ||
+      !sk_shape_of(l, shp, &ss))
+    return;
+  if (ss.nd != 1) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "shape must be a vector of {int32,int64}, got shape %s",
-            skm_shape_str(shp, b, sizeof(b)));
+            sk_shape_str(&ss, b, sizeof(b)));
     return;
   }
   if (!skm_read_dims(l, shp, &o)) return;
@@ -469,12 +475,7 @@ static void pack_compute(sk_launch* l, void* state) {
             (long long)ps->axis, -rank, rank);
     goto out;
   }
-  if (rank > SK_MAX_DIMS) {
-    sk_fail(l, TF_INVALID_ARGUMENT,
-            "simdev kernels support tensors of rank <= %d, got rank %d",
-            SK_MAX_DIMS, rank);
-    goto out;
-  }
+  if (!sk_rank_ok(l, rank, "the output of Pack")) goto out;
   for (int i = 1; i < count; i++) {
     if (!sk_shape_of(l, in[i], &s)) goto out;
     if (!sk_shape_eq(&s, &s0)) {
@@ -503,11 +504,8 @@ out:
 }
 
 static void* pack_create(TF_OpKernelConstruction* c) {
-  pack_state* ps = calloc(1, sizeof(*ps));
-  if (ps == NULL) {
-    sk_construction_fail(c, TF_RESOURCE_EXHAUSTED, "simdev: out of memory");
-    return NULL;
-  }
+  pack_state* ps = sk_state_new(c, sizeof(*ps));
+  if (ps == NULL) return NULL;
   TF_Status* st = TF_NewStatus();
   TF_OpKernelConstruction_GetAttrInt64(c, "axis", &ps->axis, st);
   bool ok = TF_GetCode(st) == TF_OK;
@@ -584,13 +582,15 @@ static void concat_compute(sk_launch* l, void* state) {
   for (int i = 0; i <= count; i++)
     if ((in[i] = sk_input(l, i)) == NULL) goto out;
   const TF_Tensor* at = in[count];
-  if (TF_NumDims(at) > 1 || skm_index_count(at) != 1) {
+  sk_shape as;
+  if (!sk_shape_of(l, at, &as)) goto out;
+  if (as.nd > 1 || as.n != 1) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "axis tensor should be a scalar integer, but got shape %s",
-            skm_shape_str(at, b, sizeof(b)));
+            sk_shape_str(&as, b, sizeof(b)));
     goto out;
   }
-  if (concat_shapes(l, in, count, skm_index_at(at, 0), w, &o))
+  if (concat_shapes(l, in, count, sk_index_at(at, 0), w, &o))
     concat_launch(l, in, count, w, &o, "ConcatV2");
 out:
   free(in);
@@ -634,6 +634,6 @@ static const sk_op kOps[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-bool skm_register_shape_ops(char* msg, size_t len) {
+bool sk_register_shape_ops(char* msg, size_t len) {
   return sk_register_ops(kOps, msg, len);
 }

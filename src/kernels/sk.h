@@ -34,7 +34,7 @@
  * drops the tensors (the naive design); only the hazard tests use it.
  *
  * Thread contract: sk_begin..sk_work run on the calling TF thread; the run
- * function runs on the stream worker and may only touch its args, sk_run_fail
+ * function runs on the stream worker and may only touch its args, sk_fail
  * and sim_parallel_for.
  */
 #ifndef SIMDEV_KERNELS_SK_H_
@@ -49,7 +49,9 @@
 #include "kernels/sk_tf.h"
 
 #define SK_DEVICE_TYPE "SIMDEV"
-/* Highest rank simdev kernels accept; larger ranks get InvalidArgument. */
+/* Highest rank simdev kernels accept; larger ranks get InvalidArgument from
+ * sk_rank_ok, on TF's thread, before any dims are copied into a fixed array
+ * (sk_shape and the kernels' own plans are sized by it). */
 #define SK_MAX_DIMS 16
 
 typedef struct sk_launch sk_launch;
@@ -63,6 +65,11 @@ typedef struct sk_shape {
 
 /* The shape of t (fails the launch if its rank exceeds SK_MAX_DIMS). */
 bool sk_shape_of(sk_launch* l, const TF_Tensor* t, sk_shape* out);
+/* The one rank check: false after failing the launch with InvalidArgument
+ * "simdev kernels support tensors of rank <= 16, got rank N (what)" if rank
+ * exceeds SK_MAX_DIMS. sk_shape_of uses it for every input; kernels call it
+ * for ranks they make (Bitcast, Pack, a requested shape). what may be NULL. */
+bool sk_rank_ok(sk_launch* l, int64_t rank, const char* what);
 /* "[2,3,4]" into buf; returns buf. */
 const char* sk_shape_str(const sk_shape* s, char* buf, size_t len);
 bool sk_shape_eq(const sk_shape* a, const sk_shape* b);
@@ -84,8 +91,13 @@ typedef struct sk_kernel {
 void* sk_kernel_new(TF_OpKernelConstruction* c, sk_compute_fn compute,
                     void* state, void (*free_state)(void*));
 
-/* Reads a type / string / int list attribute; reports a failure to c and
- * returns false if missing. */
+/* Zeroed state of `size` bytes for a create function (free it with free,
+ * e.g. as sk_kernel_new's free_state). NULL after reporting
+ * ResourceExhausted to c if out of memory. */
+void* sk_state_new(TF_OpKernelConstruction* c, size_t size);
+
+/* Reads a type / bool / string / int list attribute; reports a failure to c
+ * and returns false if missing. */
 bool sk_attr_type(TF_OpKernelConstruction* c, const char* name,
                   TF_DataType* out);
 bool sk_attr_bool(TF_OpKernelConstruction* c, const char* name, bool* out);
@@ -121,22 +133,34 @@ typedef struct sk_op {
  * writes the first error to msg. */
 bool sk_register_ops(const sk_op* ops, char* msg, size_t len);
 
-/* Per-family registration, called by TF_InitKernel (kernels.c). */
-bool sk_register_matmul(char* msg, size_t len);
-bool sk_register_conv(char* msg, size_t len);
-bool sk_register_pool(char* msg, size_t len);
-bool sk_register_cwise(char* msg, size_t len);
-bool sk_register_reduce(char* msg, size_t len);
-bool sk_register_softmax(char* msg, size_t len);
-bool sk_register_misc(char* msg, size_t len);
-bool sk_register_dlpack(char* msg, size_t len); /* also defines the ops */
+/* Registration of each file's op table, all called by TF_InitKernel
+ * (kernels.c), so that the files of a family never call each other just to
+ * register. */
+bool sk_register_matmul(char* msg, size_t len);        /* matmul.c */
+bool sk_register_conv(char* msg, size_t len);          /* conv.c */
+bool sk_register_conv_backprop(char* msg, size_t len); /* conv_backprop.c */
+bool sk_register_pooling(char* msg, size_t len);       /* pooling.c */
+bool sk_register_cwise(char* msg, size_t len);         /* cwise.c */
+bool sk_register_cwise_binary(char* msg, size_t len);  /* cwise_binary.c */
+bool sk_register_cwise_bias(char* msg, size_t len);    /* cwise_bias.c */
+bool sk_register_reduce(char* msg, size_t len);        /* reduce.c */
+bool sk_register_softmax(char* msg, size_t len);       /* softmax.c */
+bool sk_register_misc(char* msg, size_t len);          /* misc.c */
+bool sk_register_shape_ops(char* msg, size_t len);     /* shape_ops.c */
+/* dlpack_ops.c; also defines the two ops. */
+bool sk_register_dlpack(char* msg, size_t len);
 
 /* ---- launches (TF thread) ---------------------------------------------- */
 /* Whether the launch is still good; every sk_ call below is a no-op on a
  * failed launch, so a compute function may check once at the end. */
 bool sk_ok(const sk_launch* l);
 /* Fails the launch with a TF error code (InvalidArgument for bad shapes,
- * as TF's CPU kernels do). The first failure wins. */
+ * as TF's CPU kernels do). The first failure wins. Called from the compute
+ * function (TF thread) or from the run function (stream worker: a
+ * data-dependent error such as an out-of-range label; only this op fails,
+ * the stream stays usable). Never from both at once: the run function
+ * starts after the compute function returned, and whoever completes the
+ * launch reads the failure after the run function returned (launch.c). */
 void sk_fail(sk_launch* l, TF_Code code, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
 TF_OpKernelContext* sk_context(sk_launch* l);
@@ -144,6 +168,12 @@ TF_OpKernelContext* sk_context(sk_launch* l);
  * in it to the launch ("what: message") and returns false. */
 TF_Status* sk_status(sk_launch* l);
 bool sk_status_ok(sk_launch* l, const char* what);
+
+/* The device_sim stream TF gives this launch (TF_GetStream: the device's
+ * compute stream), for a compute function that needs the device itself
+ * (sim_stream_device). NULL after failing the launch if there is none. The
+ * one way kernels reach a stream: launch.c queues the work item on it. */
+sim_stream* sk_stream(sk_launch* l);
 
 /* Input i, held until the launch completes. NULL on failure. */
 TF_Tensor* sk_input(sk_launch* l, int i);
@@ -168,12 +198,6 @@ void sk_args_cleanup(sk_launch* l, void (*cleanup)(void* args));
 typedef void (*sk_run_fn)(sk_launch* l, void* args);
 void sk_work(sk_launch* l, sk_run_fn run, const char* label);
 
-/* ---- on the worker ----------------------------------------------------- */
-/* Fails the launch from its run function (a data-dependent error such as an
- * out-of-range label). Only this op fails; the stream stays usable. */
-void sk_run_fail(sk_launch* l, TF_Code code, const char* fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 /* ---- launch.c internals used by kernels.c ------------------------------ */
 /* Takes SIMDEV_SYNC / SIMDEV_UNSAFE_EARLY_COMPLETION from the settings
  * SE_InitPlugin read, and makes OpenBLAS single-threaded. Returns false,
@@ -196,6 +220,18 @@ static inline const void* sk_data(const TF_Tensor* t) {
   return TF_TensorData(t);
 }
 static inline void* sk_mdata(TF_Tensor* t) { return TF_TensorData(t); }
+
+/* Element i of int32 or int64 index data (shapes, permutations, axes,
+ * labels): the one place that reads either width. dt must be TF_INT32 or
+ * TF_INT64 (callers check it, or the op's type list does); callers check
+ * the range of i. Any thread. */
+static inline int64_t sk_index(TF_DataType dt, const void* p, int64_t i) {
+  return dt == TF_INT32 ? ((const int32_t*)p)[i] : ((const int64_t*)p)[i];
+}
+/* The same for an index tensor TF keeps in host memory (TF thread). */
+static inline int64_t sk_index_at(const TF_Tensor* t, int64_t i) {
+  return sk_index(TF_TensorType(t), sk_data(t), i);
+}
 const char* sk_dtype_name(TF_DataType t);
 
 #endif /* SIMDEV_KERNELS_SK_H_ */

@@ -126,8 +126,7 @@ typedef struct xent_args {
 } xent_args;
 
 static int64_t xent_label(const xent_args* a, int64_t r) {
-  return a->id_dt == TF_INT32 ? ((const int32_t*)a->ids)[r]
-                              : ((const int64_t*)a->ids)[r];
+  return sk_index(a->id_dt, a->ids, r);
 }
 
 /* loss = sum_j p_j * (log(sum exp) - (x_j - m)), backprop = softmax - p,
@@ -192,11 +191,11 @@ static bool xent_labels_ok(sk_launch* l, const xent_args* a) {
     n += (size_t)snprintf(vals + n, sizeof(vals) - n, " %" PRId64,
                           xent_label(a, r));
   if (a->rows > 0 && n >= 200) snprintf(vals + n, sizeof(vals) - n, " ...");
-  sk_run_fail(l, TF_INVALID_ARGUMENT,
-              "Received a label value of %" PRId64
-              " which is outside the valid range of [0, %" PRId64
-              ").  Label values:%s",
-              xent_label(a, bad), a->cols, vals);
+  sk_fail(l, TF_INVALID_ARGUMENT,
+          "Received a label value of %" PRId64
+          " which is outside the valid range of [0, %" PRId64
+          ").  Label values:%s",
+          xent_label(a, bad), a->cols, vals);
   return false;
 }
 

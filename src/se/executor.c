@@ -22,7 +22,7 @@
 /* ---- validation helpers ------------------------------------------------ */
 
 /* Device memory passed by TF must lie in this device's region; dtod copies
- * may name another simdev device (see find_owner). */
+ * may name another simdev device (see check_any_simdev). */
 static int check_device_range(const SP_Device* device, const void* p,
                               uint64_t size, const char* what,
                               TF_Status* status) {
@@ -129,6 +129,10 @@ static void create_stream(const SP_Device* device, SP_Stream* stream,
   }
   *stream = st;
   TF_SetStatus(status, TF_OK, "");
+}
+
+sim_stream* se_stream_sim(SP_Stream stream) {
+  return stream != NULL ? stream->s : NULL;
 }
 
 static void destroy_stream(const SP_Device* device, SP_Stream stream) {

@@ -18,7 +18,6 @@
  * line on stderr, and TF_InitKernel registers no kernel.
  */
 #include <dlfcn.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,21 +37,6 @@ static char g_off_buf[256];
 
 const sim_config* se_config(void) { return &g_config; }
 const char* se_disabled_reason(void) { return g_off_reason; }
-
-/* Live devices by ordinal, for cross-device copies (TF hands a dtod copy
- * only one SP_Device). Guarded by g_devices_lock. */
-static pthread_mutex_t g_devices_lock = PTHREAD_MUTEX_INITIALIZER;
-static sim_device* g_devices[SIM_MAX_DEVICES];
-
-sim_device* se_owner_of(const void* p, uint64_t size) {
-  sim_device* owner = NULL;
-  pthread_mutex_lock(&g_devices_lock);
-  for (int i = 0; i < SIM_MAX_DEVICES && owner == NULL; i++)
-    if (g_devices[i] && sim_mem_contains(g_devices[i], p, size))
-      owner = g_devices[i];
-  pthread_mutex_unlock(&g_devices_lock);
-  return owner;
-}
 
 /* ---- SP_DeviceFns ------------------------------------------------------ */
 
@@ -109,9 +93,7 @@ static void create_device(const SP_Platform* platform,
                    sim_strerror(err));
     return;
   }
-  pthread_mutex_lock(&g_devices_lock);
-  g_devices[ordinal] = dev;
-  pthread_mutex_unlock(&g_devices_lock);
+  se_devices_add(ordinal, dev);
   SP_Device* d = params->device;
   d->struct_size = SP_DEVICE_STRUCT_SIZE;
   d->ext = NULL;
@@ -125,10 +107,7 @@ static void create_device(const SP_Platform* platform,
 
 static void destroy_device(const SP_Platform* platform, SP_Device* device) {
   sim_device* dev = se_device(device);
-  pthread_mutex_lock(&g_devices_lock);
-  for (int i = 0; i < SIM_MAX_DEVICES; i++)
-    if (g_devices[i] == dev) g_devices[i] = NULL;
-  pthread_mutex_unlock(&g_devices_lock);
+  se_devices_remove(dev);
   sim_device_destroy(dev);
   device->device_handle = NULL;
 }

@@ -1,5 +1,7 @@
 /*
- * se_internal.h - the StreamExecutor C API side of simdev (src/se/).
+ * se_internal.h - what the files of src/se/ share with each other; the rest
+ * of the plugin uses se.h only. Grouped by the file that defines each
+ * function.
  *
  * TensorFlow owns every SP_ and SE_ struct it hands us and pre-fills its
  * struct_size; we fill fields in place. Opaque handles are ours:
@@ -15,6 +17,7 @@
 #include <stdbool.h>
 
 #include "device_sim/sim.h"
+#include "se/se.h"
 #include "tensorflow/c/experimental/stream_executor/stream_executor.h"
 
 /* Device type users write (/device:SIMDEV:0) and platform name. TF requires
@@ -37,6 +40,10 @@ struct SP_Timer_st {
   sim_timer* t;
 };
 
+static inline sim_device* se_device(const SP_Device* d) {
+  return (sim_device*)d->device_handle;
+}
+
 /* ---- status.c ---------------------------------------------------------- */
 /* Sets status from a sim_err (TF_OK for SIM_OK). The message is
  * "<what>: <detail or sim_strerror(err)>". */
@@ -46,24 +53,21 @@ void se_set_status(TF_Status* status, int err, const char* what,
 void se_set_statusf(TF_Status* status, int err, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* ---- plugin.c ---------------------------------------------------------- */
-/* The SIMDEV_* settings SE_InitPlugin read (TF calls TF_InitKernel after
- * it, so the kernels read them here rather than parse the environment
- * again). */
-const sim_config* se_config(void);
-/* Why this process gets no SIMDEV device (SIMDEV_DISABLE=1, another
- * TensorFlow release), or NULL. Set by SE_InitPlugin. */
-const char* se_disabled_reason(void);
-/* The simdev device whose region holds [p, p+size), or NULL. */
+/* ---- devices.c --------------------------------------------------------- */
+/* The live devices, for cross-device copies (TF hands a dtod copy only one
+ * SP_Device). plugin.c adds a device once it is created and removes it
+ * before destroying it. */
+void se_devices_add(int ordinal, sim_device* dev);
+void se_devices_remove(sim_device* dev);
+/* The simdev device whose memory holds [p, p+size), or NULL. */
 sim_device* se_owner_of(const void* p, uint64_t size);
-static inline sim_device* se_device(const SP_Device* d) {
-  return (sim_device*)d->device_handle;
-}
 
 /* ---- executor.c -------------------------------------------------------- */
 /* Fills every SP_StreamExecutor entry, in header order. */
 void se_fill_stream_executor(SP_StreamExecutor* se);
 /* SP_TimerFns.nanoseconds. */
 uint64_t se_timer_nanoseconds(SP_Timer timer);
+
+/* plugin.c defines se_config and executor.c se_stream_sim (se.h). */
 
 #endif /* SIMDEV_SE_SE_INTERNAL_H_ */

@@ -1,5 +1,5 @@
 /*
- * pool.c - 2-D pooling on NHWC tensors: MaxPool, AvgPool and their
+ * pooling.c - 2-D pooling on NHWC tensors: MaxPool, AvgPool and their
  * gradients MaxPoolGrad, AvgPoolGrad (float32, float64).
  *
  * Geometry follows TF: ksize/strides are 4 ints with batch and depth 1;
@@ -500,11 +500,8 @@ static bool pool_read_attrs(TF_OpKernelConstruction* c, pool_state* st) {
 
 static void* pool_create(TF_OpKernelConstruction* c, pool_kind kind,
                          const char* name, sk_compute_fn compute) {
-  pool_state* st = calloc(1, sizeof(*st));
-  if (st == NULL) {
-    sk_construction_fail(c, TF_RESOURCE_EXHAUSTED, "simdev: out of memory");
-    return NULL;
-  }
+  pool_state* st = sk_state_new(c, sizeof(*st));
+  if (st == NULL) return NULL;
   st->kind = kind;
   st->name = name;
   if (!pool_read_attrs(c, st)) {
@@ -538,6 +535,6 @@ static const sk_op kOps[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-bool sk_register_pool(char* msg, size_t len) {
+bool sk_register_pooling(char* msg, size_t len) {
   return sk_register_ops(kOps, msg, len);
 }

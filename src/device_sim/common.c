@@ -1,0 +1,45 @@
+/*
+ * common.c - the helpers every file of device_sim shares (as libuv's
+ * uv-common.c): error strings, the invariant check's report, condition
+ * variables on the monotonic clock, the clock itself. It calls no other file
+ * of device_sim, so any of them may call it without making a circle.
+ *
+ * No state, no locks: every function is safe from any thread.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "sim_internal.h"
+
+void sim_invariant_failed(const char* file, int line, const char* what) {
+  fprintf(stderr, "simdev: %s:%d: invariant failed: %s\n", file, line, what);
+  abort();
+}
+
+const char* sim_strerror(int err) {
+  switch (err) {
+    case SIM_OK: return "ok";
+    case SIM_EINVAL: return "invalid argument";
+    case SIM_ENOMEM: return "out of device memory";
+    case SIM_ESTREAM: return "stream is in an error state";
+    case SIM_EFAILED: return "work item failed";
+    case SIM_ENOTREADY: return "not ready";
+    case SIM_ESYS: return "operating system error";
+    default: return "unknown simdev error";
+  }
+}
+
+void sim_cond_init(pthread_cond_t* c) {
+  pthread_condattr_t attr;
+  SIM_CHECK_PT(pthread_condattr_init(&attr));
+  SIM_CHECK_PT(pthread_condattr_setclock(&attr, CLOCK_MONOTONIC));
+  SIM_CHECK_PT(pthread_cond_init(c, &attr));
+  SIM_CHECK_PT(pthread_condattr_destroy(&attr));
+}
+
+uint64_t sim_now_ns(void) {
+  struct timespec ts;
+  SIM_CHECK(clock_gettime(CLOCK_MONOTONIC, &ts) == 0);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
