@@ -7,8 +7,9 @@
  * Cast follows TF's CPU kernel bit for bit where TF is deterministic:
  *   - TF runs its CPU kernels with denormals flushed (MXCSR FTZ and DAZ on
  *     x86), so float32 -> float64 turns a denormal into 0 and float64 ->
- *     float32 flushes denormal results. cast_range sets the same mode around
- *     its loop, on whichever thread runs it, and restores it after.
+ *     float32 flushes denormal results. simdev's device threads run in the
+ *     same mode (device_sim sets it when they start), so the loops need
+ *     nothing of their own.
  *   - float/double -> integer truncates toward zero; NaN and out-of-range
  *     values give INT_MIN / INT64_MIN (x86's cvtt result, which TF returns).
  *   - float -> uint8 goes through int32 and saturates to [0, 255], as TF's
@@ -29,10 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <xmmintrin.h>
-#endif
 
 #include "kernels/misc.h"
 
@@ -592,16 +589,7 @@ typedef struct cast_args {
 
 static void cast_range(void* arg, int64_t b, int64_t e) {
   const cast_args* a = arg;
-#if defined(__x86_64__) || defined(__i386__)
-  /* Flush denormals like TF's CPU threads (FTZ 0x8000, DAZ 0x0040). The
-   * loop is a separate call, so no FP operation moves across the switch. */
-  unsigned saved = _mm_getcsr();
-  _mm_setcsr(saved | 0x8040u);
   a->loop(a->x, a->y, b, e);
-  _mm_setcsr(saved);
-#else
-  a->loop(a->x, a->y, b, e);
-#endif
 }
 
 static void cast_run(sk_launch* l, void* args) {

@@ -31,7 +31,9 @@
  *
  * SIMDEV_SYNC=1 makes compute_async wait until the item ran.
  * SIMDEV_UNSAFE_EARLY_COMPLETION=1 calls `done` right after queuing and
- * drops the tensors (the naive design); only the hazard tests use it.
+ * drops the tensors (the naive design), and queues the item SIM_WORK_LAZY so
+ * it runs as late as the stream allows and loses every race with TF's host
+ * code; only the hazard tests use it.
  *
  * Thread contract: sk_begin..sk_work run on the calling TF thread; the run
  * function runs on the stream worker and may only touch its args, sk_fail
