@@ -55,7 +55,9 @@ typedef struct dlp_view {
   DLDataType dtype;
   int ndim;
   int64_t shape[DLP_MAX_DIMS];
-  int64_t strides[DLP_MAX_DIMS]; /* in elements; compact ones if NULL */
+  int64_t strides[DLP_MAX_DIMS]; /* in elements: the compact ones when
+                                    `compact`, else the producer's, with 0
+                                    for dimensions of size 1 */
   int64_t elements;
   uint64_t nbytes; /* of the compact tensor: elements * element size */
   bool compact;    /* row-major without gaps (the strides of size-1 dims and

@@ -162,7 +162,10 @@ int dlp_check_tensor(const DLTensor* t, dlp_view* out, char* msg,
   int64_t want = 1;
   for (int i = t->ndim - 1; i >= 0; i--) {
     out->shape[i] = t->shape[i];
-    out->strides[i] = compact ? want : t->strides[i];
+    /* A dimension of size 1 is never stepped over, so its stride may be
+     * anything a producer wrote (even one whose byte size overflows):
+     * the view gets 0, and code stepping over it needs no care. */
+    out->strides[i] = compact ? want : t->shape[i] == 1 ? 0 : t->strides[i];
     want *= t->shape[i] > 0 ? t->shape[i] : 1;
   }
   out->elements = elements;

@@ -515,6 +515,22 @@ static void gather_layouts(void** state) {
   double got[4];
   dlp_gather(&v, got);
   assert_true(got[0] == 0 && got[1] == 1 && got[2] == 4 && got[3] == 5);
+  /* A dimension of size 1 with a stride whose byte size overflows (found by
+   * the fuzz target; UBSan flags the multiplication): never stepped over,
+   * so valid, and the view's stride for it is 0. */
+  int64_t sh31[2] = {3, 1};
+  int64_t st31[2] = {2, INT64_MAX};
+  t = valid_tensor();
+  t.dtype = dt(kDLInt, 32, 1);
+  t.shape = sh31;
+  t.strides = st31;
+  t.data = src;
+  assert_int_equal(dlp_check_tensor(&t, &v, NULL, 0), DLP_OK);
+  assert_false(v.compact);
+  assert_int_equal(v.strides[1], 0);
+  memset(out, 0, sizeof(out));
+  dlp_gather(&v, out);
+  assert_true(out[0] == 100 && out[1] == 102 && out[2] == 104 && out[3] == 0);
 }
 
 /* ------------------------------------------------------ device round trip */
