@@ -17,7 +17,8 @@
 # the tests named *.asan, defined next to the normal ones in tests/unit and
 # tests/conformance, run its binaries through SIMDEV_SANITIZE_RUN (`cmake -E
 # env` with the sanitizer options, so `ctest -V` shows a command line to
-# paste). Any ASan, UBSan or LeakSanitizer report ends the process with a
+# paste, then run.sh, which turns address-space randomisation off: see
+# there). Any ASan, UBSan or LeakSanitizer report ends the process with a
 # non-zero status and fails the test. Run them alone with
 # `ctest --test-dir build -L sanitize`.
 #
@@ -36,7 +37,8 @@ set(SIMDEV_SANITIZE_RUN ${CMAKE_COMMAND} -E env
   # stated so a local ASAN_OPTIONS cannot turn it off unnoticed).
   "ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:check_initialization_order=1:strict_string_checks=1:detect_stack_use_after_return=1"
   "UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1"
-  "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp:print_suppressions=0")
+  "LSAN_OPTIONS=suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp:print_suppressions=0"
+  sh ${CMAKE_CURRENT_LIST_DIR}/run.sh)
 
 add_test(NAME sanitize.build
   COMMAND ${CMAKE_COMMAND}
