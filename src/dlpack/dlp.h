@@ -1,7 +1,9 @@
 /*
  * dlp.h - DLPack for simdev (src/dlpack/, prefix dlp_): managed tensors over
- * simdev buffers for export, and the validation of incoming ones. No
- * TensorFlow here; the ops that move TF tensors in and out build on this.
+ * simdev buffers for export, and the validation of incoming ones and the
+ * decision how to import them (share or copy). No TensorFlow here; the ops
+ * that move TF tensors in and out build on this (src/kernels/dlpack_ops.c),
+ * and so does the fuzz target (tests/fuzz/fuzz_dlpack.c).
  *
  * DLPack's ABI comes from the installed header (TensorFlow's wheel ships
  * dlpack.h 1.1: DLManagedTensor and DLManagedTensorVersioned).
