@@ -49,6 +49,27 @@ size_t dlp_dtype_size(DLDataType t) {
   }
 }
 
+const char* dlp_dtype_name(DLDataType t) {
+  if (dlp_dtype_size(t) == 0) return NULL;
+  switch (t.code) {
+    case kDLFloat:
+      return t.bits == 16 ? "float16" : t.bits == 32 ? "float32" : "float64";
+    case kDLBfloat: return "bfloat16";
+    case kDLInt:
+      return t.bits == 8    ? "int8"
+             : t.bits == 16 ? "int16"
+             : t.bits == 32 ? "int32"
+                            : "int64";
+    case kDLUInt:
+      return t.bits == 8    ? "uint8"
+             : t.bits == 16 ? "uint16"
+             : t.bits == 32 ? "uint32"
+                            : "uint64";
+    case kDLBool: return "bool";
+    default: return t.bits == 64 ? "complex64" : "complex128";
+  }
+}
+
 /* Strides describe the compact row-major layout when every dimension of
  * size > 1 has the stride of the dimensions after it; a dimension of size 1
  * is never stepped over, and a tensor with no elements has no layout. */
@@ -89,7 +110,8 @@ int dlp_check_tensor(const DLTensor* t, dlp_view* out, char* msg,
                 (int)t->ndim);
   if (t->ndim > DLP_MAX_DIMS)
     return fail(DLP_EUNSUPPORTED, msg, len,
-                "DLPack tensor of rank %d: simdev takes rank <= %d",
+                "DLPack tensor of rank %d: simdev supports rank <= %d (the "
+                "limit of its kernels)",
                 (int)t->ndim, DLP_MAX_DIMS);
   if (t->ndim > 0 && t->shape == NULL)
     return fail(DLP_EINVAL, msg, len, "DLPack tensor of rank %d has no shape",
@@ -140,7 +162,10 @@ int dlp_check_tensor(const DLTensor* t, dlp_view* out, char* msg,
   int64_t want = 1;
   for (int i = t->ndim - 1; i >= 0; i--) {
     out->shape[i] = t->shape[i];
-    out->strides[i] = compact ? want : t->strides[i];
+    /* A dimension of size 1 is never stepped over, so its stride may be
+     * anything a producer wrote (even one whose byte size overflows):
+     * the view gets 0, and code stepping over it needs no care. */
+    out->strides[i] = compact ? want : t->shape[i] == 1 ? 0 : t->strides[i];
     want *= t->shape[i] > 0 ? t->shape[i] : 1;
   }
   out->elements = elements;
@@ -201,6 +226,53 @@ int dlp_check_versioned(const DLManagedTensorVersioned* t, dlp_view* out,
   if (rc == DLP_OK)
     out->read_only = (t->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
   return rc;
+}
+
+/* ---- import decision ---------------------------------------------------- */
+
+/* Why v's memory cannot become a TF tensor as is, or NULL if it can. */
+static const char* unshareable(const dlp_view* v, size_t alignment) {
+  if (v->elements == 0) return NULL; /* no memory to share */
+  if (!v->compact) return "its strides are not compact row-major";
+  if ((uintptr_t)v->data % alignment != 0)
+    return "its data is not aligned as TensorFlow requires";
+  if (v->read_only) return "it is read-only and TF tensors are writable";
+  return NULL;
+}
+
+int dlp_plan_import(const void* managed, bool versioned, DLDataType want,
+                    dlp_copy_mode copy, size_t alignment, dlp_import_plan* out,
+                    char* msg, size_t len) {
+  if (out == NULL || alignment == 0 || (alignment & (alignment - 1)) != 0)
+    return fail(DLP_EINVAL, msg, len,
+                "bad import request (alignment %zu must be a power of two)",
+                alignment);
+  memset(out, 0, sizeof(*out));
+  int rc = versioned ? dlp_check_versioned(managed, &out->view, msg, len)
+                     : dlp_check_legacy(managed, &out->view, msg, len);
+  if (rc != DLP_OK) return rc;
+  const dlp_view* v = &out->view;
+  if (v->dtype.code != want.code || v->dtype.bits != want.bits ||
+      v->dtype.lanes != want.lanes) {
+    const char* want_name = dlp_dtype_name(want);
+    return fail(DLP_EINVAL, msg, len, "the DLPack tensor holds %s, not %s",
+                dlp_dtype_name(v->dtype),
+                want_name != NULL ? want_name : "a dtype simdev exchanges");
+  }
+  out->unshareable = unshareable(v, alignment);
+  if (v->elements == 0) {
+    out->action = DLP_IMPORT_EMPTY;
+  } else if (out->unshareable == NULL && copy != DLP_COPY_ALWAYS) {
+    out->action = DLP_IMPORT_SHARE;
+  } else if (copy != DLP_COPY_NEVER) {
+    out->action = DLP_IMPORT_COPY;
+  } else {
+    return fail(DLP_EINVAL, msg, len,
+                "cannot import without a copy: %s (allow a copy with "
+                "copy=None or copy=True)",
+                out->unshareable);
+  }
+  return DLP_OK;
 }
 
 /* ---- export ------------------------------------------------------------ */

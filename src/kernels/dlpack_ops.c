@@ -46,6 +46,10 @@ typedef struct TF_ShapeHandle TF_ShapeHandle;
 typedef struct TF_ShapeInferenceContext TF_ShapeInferenceContext;
 #include "tensorflow/c/ops.h"
 
+/* One rank limit for the kernels and DLPack (dlp.h says why). */
+_Static_assert(DLP_MAX_DIMS == SK_MAX_DIMS,
+               "src/dlpack's rank limit must be the kernels' limit");
+
 /* The dtypes both TF and DLPack have, as an op-definition type list. Not
  * int32: TF keeps the int32 tensors of every non-CPU device in host memory
  * and copies them to and from the CPU on its own, so an int32 "SIMDEV"
@@ -90,7 +94,7 @@ typedef struct export_args {
   DLDataType dtype;
   bool versioned;
   int ndim;
-  int64_t shape[SK_MAX_DIMS];
+  int64_t shape[DLP_MAX_DIMS];
 } export_args;
 
 static void release_tensor(void* owner) { TF_DeleteTensor(owner); }
@@ -110,9 +114,9 @@ static void export_run(sk_launch* l, void* p) {
                            release_tensor, &m);
     *a->address = (int64_t)(intptr_t)m;
   }
-  if (rc != DLP_OK) {
-    sk_fail(l, TF_RESOURCE_EXHAUSTED,
-            "SimdevToDlpack: cannot build the managed tensor (%d)", rc);
+  if (rc != DLP_OK) { /* compute checked rank and dtype: only memory */
+    sk_fail(l, rc == DLP_ENOMEM ? TF_RESOURCE_EXHAUSTED : TF_INTERNAL,
+            "SimdevToDlpack: cannot build the managed tensor (dlp_err %d)", rc);
     return;
   }
   a->keep = NULL; /* the managed tensor owns it now */
@@ -139,8 +143,18 @@ static void export_compute(sk_launch* l, void* state) {
   const export_state* s = state;
   if (refuse_early_completion(l, "SimdevToDlpack")) return;
   TF_Tensor* in = sk_input(l, 0);
+  if (in == NULL) return;
+  /* A tensor above the limit cannot come out of a simdev kernel, but TF's
+   * own DEVICE_DEFAULT kernels (ExpandDims) can make one on SIMDEV. */
+  if (TF_NumDims(in) > DLP_MAX_DIMS) {
+    sk_fail(l, TF_INVALID_ARGUMENT,
+            "SimdevToDlpack: cannot export a tensor of rank %d: simdev "
+            "supports rank <= %d (the limit of its kernels)",
+            TF_NumDims(in), DLP_MAX_DIMS);
+    return;
+  }
   sk_shape shape;
-  if (in == NULL || !sk_shape_of(l, in, &shape)) return;
+  if (!sk_shape_of(l, in, &shape)) return;
   DLDataType dt;
   if (!to_dl_dtype(TF_TensorType(in), &dt)) {
     sk_fail(l, TF_INVALID_ARGUMENT, "SimdevToDlpack: DLPack has no %s",
@@ -176,12 +190,10 @@ static void* export_create(TF_OpKernelConstruction* c) {
 
 /* ---- import ------------------------------------------------------------- */
 
-enum { COPY_NEVER, COPY_IF_NEEDED, COPY_ALWAYS };
-
 typedef struct import_state {
   TF_DataType dtype;
   bool versioned;
-  int copy;
+  dlp_copy_mode copy;
 } import_state;
 
 /* An imported managed tensor: calls the producer's deleter once. */
@@ -241,16 +253,6 @@ static void gather_cleanup(void* p) {
   if (a->ref != NULL) import_release(a->ref);
 }
 
-/* Why a view cannot be imported without a copy, or NULL if it can. */
-static const char* zero_copy_obstacle(const dlp_view* v) {
-  if (v->elements == 0) return NULL; /* no memory to share */
-  if (!v->compact) return "its strides are not compact row-major";
-  if ((uintptr_t)v->data % TF_TensorDefaultAlignment() != 0)
-    return "its data is not aligned as TensorFlow requires";
-  if (v->read_only) return "it is read-only and TF tensors are writable";
-  return NULL;
-}
-
 static void import_compute(sk_launch* l, void* state) {
   const import_state* s = state;
   if (refuse_early_completion(l, "SimdevFromDlpack")) return;
@@ -266,31 +268,19 @@ static void import_compute(sk_launch* l, void* state) {
     sk_fail(l, TF_INVALID_ARGUMENT, "SimdevFromDlpack: address is NULL");
     return;
   }
-  dlp_view v;
+  /* Validation and the share-or-copy decision: the code the fuzz target
+   * drives (dlp_plan_import). */
+  DLDataType want;
+  SIM_CHECK(to_dl_dtype(s->dtype, &want)); /* the op's type list */
+  dlp_import_plan plan;
   char msg[256];
-  int rc = s->versioned ? dlp_check_versioned(managed, &v, msg, sizeof(msg))
-                        : dlp_check_legacy(managed, &v, msg, sizeof(msg));
-  if (rc != DLP_OK) {
+  if (dlp_plan_import(managed, s->versioned, want, s->copy,
+                      TF_TensorDefaultAlignment(), &plan, msg,
+                      sizeof(msg)) != DLP_OK) {
     sk_fail(l, TF_INVALID_ARGUMENT, "SimdevFromDlpack: %s", msg);
     return;
   }
-  DLDataType want;
-  SIM_CHECK(to_dl_dtype(s->dtype, &want)); /* the op's type list */
-  if (v.dtype.code != want.code || v.dtype.bits != want.bits) {
-    sk_fail(l, TF_INVALID_ARGUMENT,
-            "SimdevFromDlpack: the DLPack tensor holds (code %u, bits %u), "
-            "not %s",
-            v.dtype.code, v.dtype.bits, sk_dtype_name(s->dtype));
-    return;
-  }
-  const char* obstacle = zero_copy_obstacle(&v);
-  if (obstacle != NULL && s->copy == COPY_NEVER) {
-    sk_fail(l, TF_INVALID_ARGUMENT,
-            "SimdevFromDlpack: cannot import without a copy: %s (allow a "
-            "copy with copy=None or copy=True)",
-            obstacle);
-    return;
-  }
+  const dlp_view v = plan.view;
   import_ref* ref = calloc(1, sizeof(*ref));
   if (ref == NULL) {
     sk_fail(l, TF_RESOURCE_EXHAUSTED, "simdev: out of host memory");
@@ -298,10 +288,11 @@ static void import_compute(sk_launch* l, void* state) {
   }
   ref->managed = managed;
   ref->versioned = s->versioned;
+  SIM_CHECK(v.ndim >= 0 && v.ndim <= SK_MAX_DIMS); /* dlp_check_tensor's */
   sk_shape shape = {.nd = v.ndim, .n = v.elements};
   memcpy(shape.d, v.shape, sizeof(int64_t) * (size_t)v.ndim);
 
-  if (v.elements == 0) { /* nothing to share or copy: done with it now */
+  if (plan.action == DLP_IMPORT_EMPTY) { /* done with the tensor now */
     if (sk_output(l, 0, &shape) != NULL) {
       ref->owned = true;
       import_release(ref);
@@ -310,7 +301,7 @@ static void import_compute(sk_launch* l, void* state) {
     }
     return;
   }
-  if (obstacle != NULL || s->copy == COPY_ALWAYS) {
+  if (plan.action == DLP_IMPORT_COPY) {
     /* A fresh SIMDEV buffer, filled on the stream. */
     TF_Tensor* out = sk_output(l, 0, &shape);
     gather_args* a = out ? sk_args(l, sizeof(*a)) : NULL;
@@ -372,9 +363,9 @@ static void* import_create(TF_OpKernelConstruction* c) {
     return NULL;
   }
   /* The op definition limits copy to these three. */
-  s->copy = strcmp(copy, "never") == 0     ? COPY_NEVER
-            : strcmp(copy, "always") == 0 ? COPY_ALWAYS
-                                          : COPY_IF_NEEDED;
+  s->copy = strcmp(copy, "never") == 0    ? DLP_COPY_NEVER
+            : strcmp(copy, "always") == 0 ? DLP_COPY_ALWAYS
+                                          : DLP_COPY_IF_NEEDED;
   return sk_kernel_new(c, import_compute, s, free);
 }
 

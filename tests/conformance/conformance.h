@@ -142,10 +142,12 @@ void conf_gate_open(int gate);
 /* Opens every gate (cleanup: nothing may stay blocked). */
 void conf_gates_open_all(void);
 /* Opens `gate` from a helper thread after `ms` milliseconds (the thread ends
- * early if the gate is opened before). Join it with conf_join_later. Used as
- * a safety net where a broken plugin would otherwise block the main thread
- * forever, and to release work while the main thread is blocked in a
- * synchronizing call. */
+ * early if the gate is opened before; it polls, see util.c). Join it with
+ * conf_join_later. Used as a safety net where a broken plugin would
+ * otherwise block the main thread forever, and to release work while the
+ * main thread is blocked in a synchronizing call: then the check must hold
+ * whether or not the main thread got there before the gate opened (it is
+ * only weaker if not), never depend on it. */
 pthread_t conf_gate_open_later(int gate, int ms);
 void conf_join_later(pthread_t t);
 /* Initializes p; returns host_callback's TF_Bool. */
@@ -153,7 +155,8 @@ int conf_enqueue_probe(conf_env* e, int d, SP_Stream s, conf_probe* p, int gate,
                        int sleep_ms, TF_Code code, const char* msg);
 /* Snapshot of a probe's result fields, read under the shared mutex. */
 conf_probe conf_probe_get(const conf_probe* p);
-/* Waits until p->entered (up to timeout_ms). Returns 1 if it entered. */
+/* Waits until p->entered (up to timeout_ms; a hang detector, so callers
+ * pass conf_safety_ms()). Returns 1 if it entered. */
 int conf_probe_wait_entered(const conf_probe* p, int timeout_ms);
 /* Marks p as entered and ran (under the shared mutex), for callbacks that
  * are not probes but want to be waited for like one. */
@@ -165,7 +168,10 @@ int conf_probe_wait_ran(const conf_probe* p, int timeout_ms);
 
 void conf_sleep_ms(int ms);
 /* How long a safety net waits before opening a gate the main thread would
- * otherwise wait for forever (an enqueue that blocks): CONF_TIMEOUT / 20. */
+ * otherwise wait for forever (an enqueue that blocks), and how long a wait
+ * for work a correct plugin runs at once may take before it counts as a
+ * hang: half the watchdog (CONF_TIMEOUT / 2, 30 s by default), so that
+ * only a hang, never a slow machine, trips it. */
 int conf_safety_ms(void);
 uint64_t conf_now_ns(void);
 /* Deterministic byte pattern (seeded) for data checks. */

@@ -233,7 +233,7 @@ static void test_callback_enqueues(conf_env* e) {
   r.n = kN;
   r.st = TF_NewStatus();
   REQUIRE(e->se.host_callback(D0, s, reenter_main, &r));
-  CHECKF(conf_probe_wait_ran(&r.done, 10000),
+  CHECKF(conf_probe_wait_ran(&r.done, conf_safety_ms()),
          "a host callback that enqueues on its own stream never finished");
   CHECK_OK(r.st, "memcpy_htod + get_stream_status from a host callback");
   e->se.memcpy_dtoh(D0, s, dst, &d, kN, conf_st(e));
@@ -273,16 +273,21 @@ static void test_timer(conf_env* e) {
   REQUIRE(t != NULL);
 
   /* The timer measures stream time: a 2 ms callback between start and
-   * stop, all enqueued in a few microseconds of host time. */
+   * stop, all enqueued in a few microseconds of host time. The interval
+   * lies inside the host's, from before start_timer to after the sync
+   * (no fixed upper bound: a loaded machine makes both longer). */
+  uint64_t host0 = conf_now_ns();
   e->se.start_timer(D0, s, t, conf_st(e));
   REQUIRE_OK(e->st, "start_timer");
   REQUIRE(conf_enqueue_probe(e, 0, s, &p, -1, 2, TF_OK, NULL));
   e->se.stop_timer(D0, s, t, conf_st(e));
   REQUIRE_OK(e->st, "stop_timer");
   CHECK_EQ(conf_sync(e, 0, s), TF_OK);
+  uint64_t host = conf_now_ns() - host0;
   uint64_t ns = tf.nanoseconds(t);
   CHECK_GE_U64(ns, 1000000u);
-  CHECK_LE_U64(ns, 10000000000u);
+  /* 1% for a plugin whose clock is not the host's CLOCK_MONOTONIC. */
+  CHECK_LE_U64(ns, host + host / 100);
 out:
   conf_stream_free(e, 0, s);
   if (t != NULL) e->se.destroy_timer(D0, t);
@@ -312,8 +317,9 @@ static void test_synchronize_all(conf_env* e) {
   e->se.synchronize_all_activity(D0, conf_st(e));
   CHECK_OK(e->st, "synchronize_all_activity (idle)");
 
-  /* Work held on two streams, released (by timers started first, so that a
-   * blocking enqueue cannot hang the test) while the host is blocked. */
+  /* Work held on two streams, released (by helpers started first, so that a
+   * blocking enqueue cannot hang the test) while the host is blocked - or,
+   * on a slow machine, before it got there: the checks hold either way. */
   l0 = conf_gate_open_later(0, 20);
   l1 = conf_gate_open_later(1, 40);
   have_later = 1;

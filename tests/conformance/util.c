@@ -5,6 +5,15 @@
  * naming the TF class), so a check built from them tests what TF would see.
  * Probes are host callbacks that run on the plugin's threads; they record
  * under one mutex, and only the main thread CHECKs.
+ *
+ * No timed condition-variable waits: a helper that must give up after a
+ * while (a gate opened "later", a wait with a deadline) polls its flag
+ * under the mutex and sleeps between looks. pthread_cond_timedwait's
+ * timeout path in glibc 2.36 passes on a signal it may have consumed by
+ * calling pthread_cond_signal without the mutex, which helgrind reports
+ * ("associated lock is not held by calling thread") whenever a timeout
+ * races a broadcast: conformance.helgrind failed on 1 run in 4 that way.
+ * Polling costs a few lock round trips and nothing else.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -123,17 +132,18 @@ void conf_gates_open_all(void) {
   for (int i = 0; i < CONF_GATES; i++) conf_gate_open(i);
 }
 
-/* Absolute CLOCK_REALTIME deadline `ms` from now, for timed waits. */
-static struct timespec deadline_in(int ms) {
-  struct timespec t;
-  clock_gettime(CLOCK_REALTIME, &t);
-  t.tv_sec += ms / 1000;
-  t.tv_nsec += (long)(ms % 1000) * 1000000L;
-  if (t.tv_nsec >= 1000000000L) {
-    t.tv_sec++;
-    t.tv_nsec -= 1000000000L;
+/* Polls *flag (read under probe_mu) until it is non-zero or timeout_ms
+ * passed on CLOCK_MONOTONIC; returns its last value. Sleeps 1 ms between
+ * looks, never holding the mutex while asleep. */
+static int poll_flag(const int* flag, int timeout_ms) {
+  const uint64_t deadline = conf_now_ns() + (uint64_t)timeout_ms * 1000000u;
+  for (;;) {
+    pthread_mutex_lock(&probe_mu);
+    int value = *flag;
+    pthread_mutex_unlock(&probe_mu);
+    if (value || conf_now_ns() >= deadline) return value;
+    conf_sleep_ms(1);
   }
-  return t;
 }
 
 typedef struct later_arg {
@@ -144,15 +154,7 @@ typedef struct later_arg {
 static void* open_later_main(void* arg) {
   later_arg a = *(later_arg*)arg;
   free(arg);
-  struct timespec deadline = deadline_in(a.ms);
-  pthread_mutex_lock(&probe_mu);
-  int rc = 0;
-  while (!gate_open[a.gate] && rc != ETIMEDOUT) {
-    rc = pthread_cond_timedwait(&probe_cv, &probe_mu, &deadline);
-  }
-  gate_open[a.gate] = 1;
-  pthread_cond_broadcast(&probe_cv);
-  pthread_mutex_unlock(&probe_mu);
+  if (!poll_flag(&gate_open[a.gate], a.ms)) conf_gate_open(a.gate);
   return NULL;
 }
 
@@ -222,25 +224,12 @@ conf_probe conf_probe_get(const conf_probe* p) {
   return copy;
 }
 
-/* Waits under the shared mutex until *flag is non-zero or timeout_ms pass. */
-static int wait_flag(const int* flag, int timeout_ms) {
-  struct timespec deadline = deadline_in(timeout_ms);
-  pthread_mutex_lock(&probe_mu);
-  int rc = 0;
-  while (!*flag && rc != ETIMEDOUT) {
-    rc = pthread_cond_timedwait(&probe_cv, &probe_mu, &deadline);
-  }
-  int value = *flag;
-  pthread_mutex_unlock(&probe_mu);
-  return value;
-}
-
 int conf_probe_wait_entered(const conf_probe* p, int timeout_ms) {
-  return wait_flag(&p->entered, timeout_ms);
+  return poll_flag(&p->entered, timeout_ms);
 }
 
 int conf_probe_wait_ran(const conf_probe* p, int timeout_ms) {
-  return wait_flag(&p->ran, timeout_ms);
+  return poll_flag(&p->ran, timeout_ms);
 }
 
 /* ------------------------------------------------------------ misc */
@@ -249,7 +238,7 @@ int conf_safety_ms(void) {
   const char* v = getenv("CONF_TIMEOUT");
   long t = v ? strtol(v, NULL, 10) : 0;
   if (t <= 0) t = 60;
-  return (int)(t * 50); /* 3 s for the default 60 s watchdog */
+  return (int)(t * 500); /* 30 s for the default 60 s watchdog */
 }
 
 void conf_sleep_ms(int ms) {

@@ -462,6 +462,45 @@ for bad_name, fn in BAD.items():
     def _():
         return {"error": expect_error(fn)}
 
+# ---- rank limit --------------------------------------------------------------
+@check("rank limit")
+def _():
+    """simdev's rank limit (16, its kernels') on import and export: above it
+    a clear InvalidArgumentError, and the process carries on."""
+    out = {}
+    for copy in (None, False, True):
+        a20 = aligned(np.arange(2, dtype=np.float32).reshape((1,) * 19 + (2,)))
+        out[f"import20_{copy}"] = expect_error(lambda: sdl.from_dlpack(a20, copy=copy))
+    # The same through the op directly (a ctypes producer: its deleter must
+    # not run, the producer keeps the tensor).
+    p = Producer(aligned(np.zeros(4, np.float32)), shape=[1] * 19 + [4])
+    out["op20"] = expect_error(lambda: _op_import(ctypes.addressof(p.m), tf.float32))
+    out["op20_calls"] = p.calls
+    # Rank 16 is accepted, shared and copied.
+    a16 = aligned(np.arange(6, dtype=np.float32).reshape((1,) * 14 + (2, 3)))
+    s = sdl.from_dlpack(a16, copy=False)
+    out["import16"] = [s.shape.rank, s.device, bool(np.array_equal(s.numpy(), a16)),
+                       sim_ptr(s) == a16.ctypes.data]
+    c = sdl.from_dlpack(a16[..., ::2])               # strided: gathered
+    out["import16_copy"] = [c.shape.rank, c.numpy().ravel().tolist()]
+    b = np.from_dlpack(sdl.wrap(s))                  # and back out
+    out["export16"] = [b.ndim, b.ravel().tolist()]
+    # TF's own DEVICE_DEFAULT ExpandDims makes a rank-20 SIMDEV tensor
+    # (simdev's kernels refuse them); exporting it is refused too.
+    try:
+        with tf.device(SIM):
+            t20 = tf.expand_dims(tf.identity(tf.constant(a16)), 0)
+            for _ in range(3):
+                t20 = tf.expand_dims(t20, 0)
+        out["t20"] = [t20.shape.rank, t20.device]
+        out["export20"] = expect_error(lambda: sdl.to_dlpack(t20))
+    except tf.errors.InvalidArgumentError as e:  # if ExpandDims refuses
+        out["t20"] = ["refused", str(e)[:300]]
+    # The process goes on: a later import works.
+    n = aligned(np.arange(6, dtype=np.float64))
+    out["after"] = sdl.from_dlpack(n, copy=False).numpy().tolist()
+    return out
+
 @check("consumed capsule")
 def _():
     cap = sdl.to_dlpack(on_simdev(np.zeros(3, np.float32)))
@@ -559,6 +598,34 @@ def test_copy_semantics(dl):
 
 def test_export_waits_for_queued_work(dl):
     assert dl.data("export after queued work")["bad"] == 0
+
+
+def test_rank_limit_import(dl):
+    """Rank 20 from NumPy (shared, or copied) is InvalidArgument naming the
+    limit, before anything is copied into a rank-16 array on TF's thread."""
+    d = dl.data("rank limit")
+    for k in ["import20_None", "import20_False", "import20_True", "op20"]:
+        cls, msg = d[k]
+        assert cls == "InvalidArgumentError", (k, d[k])
+        assert "rank 20" in msg and "rank <= 16" in msg, (k, msg)
+    assert d["op20_calls"] == 0  # refused: the producer keeps its tensor
+    rank, device, same_values, same_pointer = d["import16"]
+    assert rank == 16 and "SIMDEV:0" in device and same_values and same_pointer
+    assert d["import16_copy"] == [16, [0.0, 2.0, 3.0, 5.0]]
+    assert d["export16"] == [16, [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]]
+    assert d["after"] == [0, 1, 2, 3, 4, 5]
+
+
+def test_rank_limit_export(dl):
+    d = dl.data("rank limit")
+    if d["t20"][0] == "refused":  # no rank-20 SIMDEV tensor can exist
+        assert "rank" in d["t20"][1] and "16" in d["t20"][1], d["t20"]
+        return
+    rank, device = d["t20"]
+    assert rank == 20 and "SIMDEV:0" in device, d["t20"]
+    cls, msg = d["export20"]
+    assert cls == "InvalidArgumentError", d["export20"]
+    assert "rank 20" in msg and "rank <= 16" in msg, msg
 
 
 def test_exported_buffer_outlives_tensor(dl):

@@ -1,7 +1,8 @@
 /*
  * test_dlpack.c - src/dlpack (dlp_): dtype sizes, export of legacy and
  * versioned managed tensors (fields, deleter, bad arguments), the round trip
- * export -> check, and every rejection of dlp_check_tensor.
+ * export -> check, every rejection of dlp_check_tensor, the rank limit, and
+ * the import decision (dlp_plan_import: share, copy, empty or refuse).
  *
  * Leaks (a deleter that does not free, an error path that keeps its block)
  * are caught by the memcheck variant of this test.
@@ -514,6 +515,22 @@ static void gather_layouts(void** state) {
   double got[4];
   dlp_gather(&v, got);
   assert_true(got[0] == 0 && got[1] == 1 && got[2] == 4 && got[3] == 5);
+  /* A dimension of size 1 with a stride whose byte size overflows (found by
+   * the fuzz target; UBSan flags the multiplication): never stepped over,
+   * so valid, and the view's stride for it is 0. */
+  int64_t sh31[2] = {3, 1};
+  int64_t st31[2] = {2, INT64_MAX};
+  t = valid_tensor();
+  t.dtype = dt(kDLInt, 32, 1);
+  t.shape = sh31;
+  t.strides = st31;
+  t.data = src;
+  assert_int_equal(dlp_check_tensor(&t, &v, NULL, 0), DLP_OK);
+  assert_false(v.compact);
+  assert_int_equal(v.strides[1], 0);
+  memset(out, 0, sizeof(out));
+  dlp_gather(&v, out);
+  assert_true(out[0] == 100 && out[1] == 102 && out[2] == 104 && out[3] == 0);
 }
 
 /* ------------------------------------------------------ device round trip */
@@ -668,7 +685,7 @@ static size_t make_rejects(reject_case* c, size_t cap) {
   ADD("ndim INT32_MIN", OUT_TENSOR, DLP_EINVAL, "ndim");
   c[n].t.ndim = DLP_MAX_DIMS + 1;
   c[n].t.shape = g_shape33;
-  ADD("ndim 33", OUT_TENSOR, DLP_EUNSUPPORTED, "rank");
+  ADD("ndim DLP_MAX_DIMS + 1", OUT_TENSOR, DLP_EUNSUPPORTED, "rank");
   c[n].t.ndim = INT32_MAX;
   ADD("ndim INT32_MAX", OUT_TENSOR, DLP_EUNSUPPORTED, "rank");
   c[n].t.shape = NULL;
@@ -881,13 +898,13 @@ static void check_accepts(void** state) {
   t.shape = NULL;
   check_ok("scalar", &t, 1, 4);
 
-  /* Rank 32. */
+  /* Rank DLP_MAX_DIMS. */
   int64_t sh32[DLP_MAX_DIMS];
   for (int i = 0; i < DLP_MAX_DIMS; i++) sh32[i] = i == 5 ? 3 : 1;
   t = valid_tensor();
   t.ndim = DLP_MAX_DIMS;
   t.shape = sh32;
-  check_ok("rank 32", &t, 3, 12);
+  check_ok("rank DLP_MAX_DIMS", &t, 3, 12);
 
   /* The byte count at the edge of int64. */
   int64_t edge[1] = {INT64_MAX / 4};
@@ -968,6 +985,183 @@ static void check_managed(void** state) {
   l->deleter(l);
 }
 
+/* ---------------------------------------------------------------- rank */
+
+/* The limit is the kernels' (SK_MAX_DIMS, 16): above it a tensor is
+ * refused with a message naming both numbers, on import and on export. */
+static void rank_limit(void** state) {
+  assert_int_equal(DLP_MAX_DIMS, 16);
+  int64_t ones[20];
+  for (int i = 0; i < 20; i++) ones[i] = 1;
+  DLTensor t = valid_tensor();
+  t.shape = ones;
+  char msg[160];
+  dlp_view v;
+  for (int rank = 17; rank <= 20; rank++) {
+    t.ndim = rank;
+    assert_int_equal(dlp_check_tensor(&t, &v, msg, sizeof(msg)),
+                     DLP_EUNSUPPORTED);
+    char want[32];
+    snprintf(want, sizeof(want), "rank %d", rank);
+    assert_non_null(strstr(msg, want));
+    assert_non_null(strstr(msg, "rank <= 16"));
+    DLManagedTensor* m = NULL;
+    assert_int_equal(dlp_export_legacy(g_buf, kF32, rank, ones, NULL, NULL, &m),
+                     DLP_EINVAL);
+    assert_null(m);
+  }
+  t.ndim = 16;
+  assert_int_equal(dlp_check_tensor(&t, &v, msg, sizeof(msg)), DLP_OK);
+  assert_int_equal(v.ndim, 16);
+}
+
+static void dtype_names(void** state) {
+  static const struct {
+    uint8_t code, bits;
+    const char* want;
+  } cases[] = {
+      {kDLFloat, 16, "float16"},
+      {kDLFloat, 32, "float32"},
+      {kDLFloat, 64, "float64"},
+      {kDLBfloat, 16, "bfloat16"},
+      {kDLInt, 8, "int8"},
+      {kDLInt, 16, "int16"},
+      {kDLInt, 32, "int32"},
+      {kDLInt, 64, "int64"},
+      {kDLUInt, 8, "uint8"},
+      {kDLUInt, 16, "uint16"},
+      {kDLUInt, 32, "uint32"},
+      {kDLUInt, 64, "uint64"},
+      {kDLBool, 8, "bool"},
+      {kDLComplex, 64, "complex64"},
+      {kDLComplex, 128, "complex128"},
+  };
+  for (size_t i = 0; i < TU_ARRAY_SIZE(cases); i++) {
+    const char* got = dlp_dtype_name(dt(cases[i].code, cases[i].bits, 1));
+    assert_non_null(got);
+    assert_string_equal(got, cases[i].want);
+  }
+  assert_null(dlp_dtype_name(dt(kDLFloat, 32, 2)));
+  assert_null(dlp_dtype_name(dt(kDLFloat8_e4m3fn, 8, 1)));
+  assert_null(dlp_dtype_name(dt(kDLOpaqueHandle, 64, 1)));
+}
+
+/* ---------------------------------------------------------------- plan */
+
+/* TF's alignment (TF_TensorDefaultAlignment() is 64). */
+static _Alignas(64) float g_abuf[64];
+
+static int plan(const void* m, bool versioned, DLDataType want,
+                dlp_copy_mode copy, dlp_import_plan* p, char* msg, size_t len) {
+  msg[0] = '\0';
+  return dlp_plan_import(m, versioned, want, copy, 64, p, msg, len);
+}
+
+/* A compact, aligned, writable tensor is shared unless a copy is asked
+ * for; the plan's view and byte count are the tensor's. */
+static void plan_share(void** state) {
+  int64_t shape[2] = {4, 8};
+  DLManagedTensor* m = NULL;
+  assert_int_equal(dlp_export_legacy(g_abuf, kF32, 2, shape, NULL, NULL, &m),
+                   DLP_OK);
+  dlp_import_plan p;
+  char msg[160];
+  assert_int_equal(plan(m, false, kF32, DLP_COPY_NEVER, &p, msg, sizeof(msg)),
+                   DLP_OK);
+  assert_int_equal(p.action, DLP_IMPORT_SHARE);
+  assert_null(p.unshareable);
+  assert_ptr_equal(p.view.data, g_abuf);
+  assert_int_equal(p.view.nbytes, 4 * 8 * 4);
+  assert_int_equal(p.view.ndim, 2);
+  assert_int_equal(p.view.shape[1], 8);
+  assert_int_equal(
+      plan(m, false, kF32, DLP_COPY_IF_NEEDED, &p, msg, sizeof(msg)), DLP_OK);
+  assert_int_equal(p.action, DLP_IMPORT_SHARE);
+  assert_int_equal(plan(m, false, kF32, DLP_COPY_ALWAYS, &p, msg, sizeof(msg)),
+                   DLP_OK);
+  assert_int_equal(p.action, DLP_IMPORT_COPY);
+  assert_int_equal(p.view.nbytes, 4 * 8 * 4);
+  /* The wrong dtype is refused, naming both. */
+  assert_int_equal(plan(m, false, dt(kDLFloat, 64, 1), DLP_COPY_ALWAYS, &p, msg,
+                        sizeof(msg)),
+                   DLP_EINVAL);
+  assert_non_null(strstr(msg, "holds float32, not float64"));
+  /* A legacy tensor read as versioned is refused (its first field is not a
+   * version 1.x), not misread. */
+  dlp_import_plan q;
+  assert_int_not_equal(
+      plan(m, true, kF32, DLP_COPY_ALWAYS, &q, msg, sizeof(msg)), DLP_OK);
+  m->deleter(m);
+  /* Alignment must be a power of two. */
+  assert_int_equal(dlp_plan_import(NULL, false, kF32, DLP_COPY_ALWAYS, 48, &p,
+                                   msg, sizeof(msg)),
+                   DLP_EINVAL);
+  assert_int_equal(dlp_plan_import(NULL, false, kF32, DLP_COPY_ALWAYS, 0, &p,
+                                   msg, sizeof(msg)),
+                   DLP_EINVAL);
+  /* The validator's errors come through. */
+  assert_int_equal(
+      plan(NULL, false, kF32, DLP_COPY_ALWAYS, &p, msg, sizeof(msg)),
+      DLP_EINVAL);
+  assert_non_null(strstr(msg, "NULL"));
+}
+
+/* Each reason sharing is impossible: copied when allowed, refused with the
+ * reason when not. Empty tensors need neither. */
+static void plan_copy_or_refuse(void** state) {
+  int64_t shape[2] = {4, 4};
+  int64_t strided[2] = {8, 2}; /* every other column */
+  DLManagedTensorVersioned* m = NULL;
+  assert_int_equal(
+      dlp_export_versioned(g_abuf, kF32, 2, shape, false, NULL, NULL, &m),
+      DLP_OK);
+  DLTensor* t = &m->dl_tensor;
+  int64_t* own_strides = t->strides;
+  static const struct {
+    const char* name;
+    const char* word;
+  } cases[] = {
+      {"strided", "strides"},
+      {"unaligned", "aligned"},
+      {"read-only", "read-only"},
+  };
+  for (size_t i = 0; i < TU_ARRAY_SIZE(cases); i++) {
+    t->strides = i == 0 ? strided : own_strides;
+    t->data = i == 1 ? (void*)(g_abuf + 1) : (void*)g_abuf;
+    m->flags = i == 2 ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
+    dlp_import_plan p;
+    char msg[200];
+    assert_int_equal(
+        plan(m, true, kF32, DLP_COPY_IF_NEEDED, &p, msg, sizeof(msg)), DLP_OK);
+    if (p.action != DLP_IMPORT_COPY || p.unshareable == NULL ||
+        strstr(p.unshareable, cases[i].word) == NULL) {
+      print_message("%s: action %d, reason %s\n", cases[i].name, p.action,
+                    p.unshareable ? p.unshareable : "(none)");
+      fail();
+    }
+    assert_int_equal(p.view.nbytes, 16 * 4); /* the compact copy's bytes */
+    assert_int_equal(plan(m, true, kF32, DLP_COPY_NEVER, &p, msg, sizeof(msg)),
+                     DLP_EINVAL);
+    if (strstr(msg, cases[i].word) == NULL ||
+        strstr(msg, "without a copy") == NULL) {
+      print_message("%s: message '%s'\n", cases[i].name, msg);
+      fail();
+    }
+  }
+  /* No elements: nothing to share or copy, whatever the layout. */
+  int64_t empty[2] = {0, 4};
+  t->shape = empty;
+  for (int copy = DLP_COPY_NEVER; copy <= DLP_COPY_ALWAYS; copy++) {
+    dlp_import_plan p;
+    char msg[200];
+    assert_int_equal(
+        plan(m, true, kF32, (dlp_copy_mode)copy, &p, msg, sizeof(msg)), DLP_OK);
+    assert_int_equal(p.action, DLP_IMPORT_EMPTY);
+    assert_int_equal(p.view.nbytes, 0);
+  }
+  m->deleter(m); /* frees its own block; t's fields are not read */
+}
+
 int main(int argc, char** argv) {
   tu_init(argc, argv);
   const struct CMUnitTest tests[] = {
@@ -986,6 +1180,10 @@ int main(int argc, char** argv) {
       cmocka_unit_test(check_managed),
       cmocka_unit_test(gather_layouts),
       cmocka_unit_test(device_round_trip),
+      cmocka_unit_test(rank_limit),
+      cmocka_unit_test(dtype_names),
+      cmocka_unit_test(plan_share),
+      cmocka_unit_test(plan_copy_or_refuse),
   };
   return cmocka_run_group_tests_name("dlpack", tests, NULL, NULL);
 }

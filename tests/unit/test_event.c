@@ -52,7 +52,7 @@ static int probe_ran(probe* p) {
 
 static int probe_wait_ran(probe* p, int timeout_ms) {
   TU_PT(pthread_mutex_lock(&p->g->mu));
-  int r = tu_wait_flag(&p->g->cv, &p->g->mu, &p->ran, timeout_ms);
+  int r = tu_wait_flag(&p->g->mu, &p->ran, timeout_ms);
   TU_PT(pthread_mutex_unlock(&p->g->mu));
   return r;
 }

@@ -265,7 +265,7 @@ static void busy_pool_runs_inline(void** state) {
   tu_call a, b;
   tu_call_start(&a, blocker_main, &k);
   TU_PT(pthread_mutex_lock(&k.mu));
-  int entered = tu_wait_flag(&k.cv, &k.mu, &k.entered, TU_TIMEOUT_MS);
+  int entered = tu_wait_flag(&k.mu, &k.entered, TU_TIMEOUT_MS);
   TU_PT(pthread_mutex_unlock(&k.mu));
 
   inline_call ic;

@@ -75,35 +75,27 @@ static inline void tu_sleep_us(unsigned us) {
 
 static inline void tu_sleep_ms(unsigned ms) { tu_sleep_us(ms * 1000u); }
 
-static inline struct timespec tu_deadline_ms(int ms) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  ts.tv_sec += ms / 1000;
-  ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
-  return ts;
-}
-
-/* Condition variables on CLOCK_MONOTONIC, for timed waits. */
+/* Condition variables of the helpers: waited on without a timeout only
+ * (a wait with a deadline polls: tu_wait_flag). */
 static inline void tu_cond_init(pthread_cond_t* c) {
-  pthread_condattr_t a;
-  TU_PT(pthread_condattr_init(&a));
-  TU_PT(pthread_condattr_setclock(&a, CLOCK_MONOTONIC));
-  TU_PT(pthread_cond_init(c, &a));
-  TU_PT(pthread_condattr_destroy(&a));
+  TU_PT(pthread_cond_init(c, NULL));
 }
 
-/* Waits on c until *flag != 0 or timeout; returns *flag. m must be held. */
-static inline int tu_wait_flag(pthread_cond_t* c, pthread_mutex_t* m,
-                               const int* flag, int timeout_ms) {
-  struct timespec dl = tu_deadline_ms(timeout_ms);
-  while (!*flag) {
-    int rc = pthread_cond_timedwait(c, m, &dl);
-    if (rc == ETIMEDOUT) break;
-    TU_PT(rc);
+/* Waits until *flag != 0 or timeout_ms passed; returns *flag. m must be
+ * held; it is released while waiting and held again on return. The timeout
+ * is a hang detector (TU_TIMEOUT_MS), never reached by working code.
+ *
+ * It polls (m dropped, 1 ms sleeps) instead of pthread_cond_timedwait: when
+ * a timed wait times out just as another thread signals, glibc 2.36 passes
+ * the signal on with pthread_cond_signal without the mutex, and helgrind
+ * reports that ("associated lock is not held by calling thread"). */
+static inline int tu_wait_flag(pthread_mutex_t* m, const int* flag,
+                               int timeout_ms) {
+  const uint64_t deadline = tu_now_ns() + (uint64_t)timeout_ms * 1000000u;
+  while (!*flag && tu_now_ns() < deadline) {
+    TU_PT(pthread_mutex_unlock(m));
+    tu_sleep_ms(1);
+    TU_PT(pthread_mutex_lock(m));
   }
   return *flag;
 }
@@ -183,7 +175,7 @@ static inline void tu_gate_open(tu_gate* g) {
 /* 1 once the worker is blocked inside the gate, 0 on timeout. */
 static inline int tu_gate_wait_entered(tu_gate* g, int timeout_ms) {
   TU_PT(pthread_mutex_lock(&g->mu));
-  int r = tu_wait_flag(&g->cv, &g->mu, &g->entered, timeout_ms);
+  int r = tu_wait_flag(&g->mu, &g->entered, timeout_ms);
   TU_PT(pthread_mutex_unlock(&g->mu));
   return r;
 }
@@ -439,7 +431,7 @@ static inline void tu_call_start(tu_call* c, int (*fn)(void*), void* arg) {
 /* 1 if the call finished within timeout_ms. */
 static inline int tu_call_wait(tu_call* c, int timeout_ms) {
   TU_PT(pthread_mutex_lock(&c->mu));
-  int r = tu_wait_flag(&c->cv, &c->mu, &c->finished, timeout_ms);
+  int r = tu_wait_flag(&c->mu, &c->finished, timeout_ms);
   TU_PT(pthread_mutex_unlock(&c->mu));
   return r;
 }
