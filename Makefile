@@ -53,9 +53,10 @@ $(VENV)/.stamp: requirements.txt
 	$(VPY) -m pip install -q -r requirements.txt
 	touch $@
 
-# build/Makefile is written last by a configure that succeeded. TensorFlow
+# build/Makefile is written last by a configure that succeeded (redone when
+# this Makefile changes, e.g. its cmake options). TensorFlow
 # is required here: without it CMake would quietly build device_sim only.
-$(BUILD)/Makefile: $(VENV)/.stamp
+$(BUILD)/Makefile: $(VENV)/.stamp Makefile
 	cmake -S . -B $(BUILD) --log-level=NOTICE -DSIMDEV_BUILD_TESTS=ON \
 	  -DSIMDEV_REQUIRE_TF=ON -DPython3_EXECUTABLE=$(abspath $(VPY))
 
