@@ -54,8 +54,8 @@ $(VENV)/.stamp: requirements.txt
 	touch $@
 
 # build/Makefile is written last by a configure that succeeded (redone when
-# this Makefile changes, e.g. its cmake options). TensorFlow
-# is required here: without it CMake would quietly build device_sim only.
+# this Makefile, with its cmake options, changes). TensorFlow is required
+# here: without it CMake would quietly build device_sim only.
 $(BUILD)/Makefile: $(VENV)/.stamp Makefile
 	cmake -S . -B $(BUILD) --log-level=NOTICE -DSIMDEV_BUILD_TESTS=ON \
 	  -DSIMDEV_REQUIRE_TF=ON -DPython3_EXECUTABLE=$(abspath $(VPY))
