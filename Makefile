@@ -8,30 +8,44 @@
 #                (BENCH_ARGS=--quick for a one-minute smoke pass)
 #
 # Set-up is idempotent and quick when already done: apt packages (only the
-# missing ones), jemalloc for simdev (built once into .deps/), .venv with the
-# pinned requirements (rebuilt when requirements.txt changes), the CMake
-# build, and `pip install` of the plugin into .venv (redone when sources
-# change).
+# missing ones), .venv with the pinned requirements (rebuilt when
+# requirements.txt changes), the CMake build in build/ (its configure step
+# builds jemalloc for simdev once, into .deps/), and `pip install` of the
+# plugin into .venv (redone when sources change).
+#
+# The steps, for the edit-build-test loop:
+#   make build     configure (once) and build build/: libsimdev.so, the C
+#                  tests, the benchmarks
+#   make install   build the wheel and pip-install it into .venv: what
+#                  pytest and the examples use (tests/tf test the INSTALLED
+#                  copy, so run this after editing C code)
+#   make test-c    set up, then ctest (C tests, valgrind runs)
+#   make test-tf   set up, then pytest tests/tf
+#
+# Every step fails on the first error: recipes run under bash with pipefail,
+# and no output is filtered through a command that could hide a failure.
+
+SHELL   := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+# A recipe that fails leaves no half-made target that looks done.
+.DELETE_ON_ERROR:
 
 PYTHON  ?= python3
 VENV    := .venv
 VPY     := $(VENV)/bin/python
 BUILD   := build
-JEMALLOC_STAMP := .deps/jemalloc/.simdev-jemalloc-5.3.0-2
-SOURCES := $(shell find src python -type f 2>/dev/null) CMakeLists.txt pyproject.toml
+SOURCES := $(shell find src python -type f -not -path '*/__pycache__/*' 2>/dev/null) \
+           CMakeLists.txt pyproject.toml scripts/build-jemalloc.sh
 PLUGIN  := $(VENV)/lib/python3.11/site-packages/tensorflow-plugins/libsimdev.so
 
 .PHONY: all setup system build install demo test test-c test-tf bench clean
 
 all: setup
 
-setup: system $(JEMALLOC_STAMP) $(VENV)/.stamp build install
+setup: system $(VENV)/.stamp build install
 
 system:
 	@bash scripts/setup-system.sh
-
-$(JEMALLOC_STAMP): scripts/build-jemalloc.sh
-	bash scripts/build-jemalloc.sh
 
 $(VENV)/.stamp: requirements.txt
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
@@ -39,17 +53,26 @@ $(VENV)/.stamp: requirements.txt
 	$(VPY) -m pip install -q -r requirements.txt
 	touch $@
 
-$(BUILD)/CMakeCache.txt: $(VENV)/.stamp
-	cmake -S . -B $(BUILD) -DSIMDEV_BUILD_TESTS=ON -DPython3_EXECUTABLE=$(abspath $(VPY)) >/dev/null
+# build/Makefile is written last by a configure that succeeded (redone when
+# this Makefile, with its cmake options, changes). TensorFlow is required
+# here: without it CMake would quietly build device_sim only.
+$(BUILD)/Makefile: $(VENV)/.stamp Makefile
+	cmake -S . -B $(BUILD) --log-level=NOTICE -DSIMDEV_BUILD_TESTS=ON \
+	  -DSIMDEV_REQUIRE_TF=ON -DPython3_EXECUTABLE=$(abspath $(VPY))
 
-build: $(BUILD)/CMakeCache.txt $(JEMALLOC_STAMP)
-	@cmake --build $(BUILD) -j2 -- --no-print-directory | grep -vE '^\[|^Consolidate|^Scanning|^Built target' || true
-	@test -f $(BUILD)/libsimdev.so
+# Progress lines are dropped from the output (awk never fails the pipe);
+# compiler messages go to stderr and are all shown.
+build: $(BUILD)/Makefile
+	cmake --build $(BUILD) -j2 -- --no-print-directory \
+	  | awk '!/^\[|^Consolidate|^Scanning|^Built target/ { print; fflush() }'
 
-# The plugin as users get it: a wheel built by scikit-build-core, installed
-# into the venv; libsimdev.so lands in site-packages/tensorflow-plugins/.
+# The plugin as users get it: a wheel built by scikit-build-core (in
+# build/wheel), installed into the venv; libsimdev.so lands in
+# site-packages/tensorflow-plugins/. --no-build-isolation reuses .venv's
+# TensorFlow instead of installing one into a temporary build environment
+# (tests/tf/test_wheel.py builds the way users do, with isolation).
 install: .stamps/installed
-.stamps/installed: $(SOURCES) $(VENV)/.stamp $(JEMALLOC_STAMP)
+.stamps/installed: $(SOURCES) $(VENV)/.stamp
 	$(VPY) -m pip install -q --no-build-isolation --no-deps .
 	@mkdir -p .stamps && touch $@
 

@@ -1,0 +1,283 @@
+"""The wheel as a user builds it, installed as a user installs it.
+
+A clean clone of HEAD (committed work only: uncommitted changes are not in
+it), then `pip wheel --no-deps -w dist .` with pip's default build isolation:
+the build environment gets tensorflow-cpu==2.21.0 from pyproject.toml's
+build-system.requires, and CMake fetches and builds jemalloc itself. This is
+the slowest test of the suite (a few minutes: TensorFlow's 270 MB wheel into
+the build environment, jemalloc, the plugin); it needs the network (PyPI and
+deb.debian.org), as `pip install .` does.
+
+The wheel is then installed with pip into a fresh venv. That venv does not get
+its own 1.3 GB copy of TensorFlow: every entry of this interpreter's
+site-packages is symlinked into the venv's site-packages, except simdev's own
+(tensorflow-plugins/, simdev/, simdev-*.dist-info) and .pth files.
+tensorflow/__init__.py loads plugins from the tensorflow-plugins/ directory of
+each site-packages of the running interpreter (sys.path entries containing
+"site-packages", site.getsitepackages(), sysconfig's purelib/platlib), and
+those are the new venv's, so the child sees the new wheel's plugin and not
+.venv's (two copies of one plugin would abort TF); the test checks that only
+that file is mapped into the process.
+
+The wheel's libraries are checked for what another machine of the kind needs:
+libtensorflow_framework.so.2 through RUNPATH $ORIGIN/../tensorflow, and the
+rest from Debian runtime packages (libhwloc15, libopenblas0, libc6, ...).
+
+Last, the failure users must see: a wheel build whose Python has no
+TensorFlow stops with CMake's message instead of building a wheel without
+the plugin.
+"""
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import zipfile
+
+import pytest
+
+from conftest import CHECK_MARK, PRELUDE
+from test_exports import ENTRY_POINTS, LINKER_SYMBOLS, dynamic_symbols
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD_TIMEOUT = 1800  # seconds; a normal build takes 3 to 6 minutes
+
+# Debian packages the wheel's libraries may need at run time, besides
+# TensorFlow's own libtensorflow_framework: what "a machine with only the
+# runtime packages" has (libopenblas0 is satisfied by one of the variants).
+RUNTIME_PACKAGES = re.compile(
+    r"^(libc6|libstdc\+\+6|libgcc-s1|libhwloc15|libopenblas0(-pthread|-openmp|-serial)?)$")
+
+
+def run(cmd, timeout=600, **kw):
+    p = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
+                       timeout=timeout, **kw)
+    return p
+
+
+def tail(text, n=60):
+    return "\n".join(text.splitlines()[-n:])
+
+
+def clean_env(**extra):
+    """The environment without anything that would change what is built or
+    loaded: a developer's plugin path, SIMDEV_* settings, Python paths, and
+    pip settings that turn build isolation off."""
+    env = dict(os.environ)
+    for k in list(env):
+        if (k.startswith("SIMDEV_") and k != "SIMDEV_DEBIAN_MIRROR") or k in (
+                "TF_PLUGGABLE_DEVICE_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME",
+                "VIRTUAL_ENV", "PIP_NO_BUILD_ISOLATION", "PIP_BUILD_ISOLATION",
+                "PIP_NO_INDEX", "PIP_TARGET", "PIP_PREFIX", "PIP_USER",
+                "CMAKE_ARGS", "SKBUILD_CMAKE_ARGS", "SKBUILD_CMAKE_DEFINE"):
+            del env[k]
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    """Path of the wheel built from a clean clone of HEAD."""
+    if not os.path.isdir(os.path.join(ROOT, ".git")) and \
+            not os.path.isfile(os.path.join(ROOT, ".git")):
+        pytest.fail(f"{ROOT} is not a git checkout: cannot clone HEAD", pytrace=False)
+    work = tmp_path_factory.mktemp("wheel")
+    src = work / "src"
+    p = run(["git", "clone", "--quiet", ROOT, str(src)])
+    assert p.returncode == 0, f"git clone failed: {p.stderr}"
+    p = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", "dist", "."],
+            cwd=src, env=clean_env(), timeout=BUILD_TIMEOUT)
+    log = p.stdout + p.stderr
+    if p.returncode != 0:
+        pytest.fail(f"pip wheel failed ({p.returncode}):\n{tail(log, 80)}", pytrace=False)
+    wheels = glob.glob(str(src / "dist" / "simdev-*.whl"))
+    assert len(wheels) == 1, f"expected one simdev wheel, found {wheels}\n{tail(log)}"
+    return wheels[0]
+
+
+def test_wheel_holds_the_plugin_and_the_package(wheel):
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        meta_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
+        meta = z.read(meta_name).decode()
+    assert "tensorflow-plugins/libsimdev.so" in names, sorted(names)
+    for f in ("simdev/__init__.py", "simdev/dlpack.py"):
+        assert f in names, sorted(names)
+    assert [n for n in names if re.fullmatch(r"simdev/_dlpack\..*\.so", n)], sorted(names)
+    top = {n.split("/")[0] for n in names}
+    extra = {t for t in top if not t.endswith(".dist-info")} - {"simdev", "tensorflow-plugins"}
+    assert not extra, f"unexpected top-level entries in the wheel: {extra}"
+    assert re.search(r"^Requires-Dist: tensorflow-cpu==2\.21", meta, re.M), meta[:800]
+
+
+@pytest.fixture(scope="module")
+def venv(wheel, tmp_path_factory):
+    """(python, site-packages) of a fresh venv with the wheel installed and
+    this interpreter's packages (TensorFlow...) symlinked, simdev's excluded."""
+    root = tmp_path_factory.mktemp("venv") / "v"
+    p = run([sys.executable, "-m", "venv", str(root)])
+    assert p.returncode == 0, p.stderr
+    py = str(root / "bin" / "python")
+    site_new = run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
+                   ).stdout.strip()
+    site_old = sysconfig.get_path("purelib")
+    assert site_new and os.path.isdir(site_new) and site_new != site_old
+    own = set(os.listdir(site_new))  # the venv's pip, setuptools: kept
+    for name in sorted(os.listdir(site_old)):
+        if (name in own or name.split("-")[0] in own
+                or name in ("tensorflow-plugins", "simdev", "__pycache__")
+                or name.startswith("simdev-") or name.endswith(".pth")):
+            continue
+        os.symlink(os.path.join(site_old, name), os.path.join(site_new, name))
+    # With its dependencies (all present, no index): pip checks the wheel's
+    # Requires-Dist against the TensorFlow it finds.
+    p = run([py, "-m", "pip", "install", "--no-index", wheel], env=clean_env())
+    assert p.returncode == 0, f"pip install of the wheel failed:\n{p.stdout}{p.stderr}"
+    return py, site_new
+
+
+def test_plugin_exports_only_the_entry_points(venv):
+    lib = os.path.join(venv[1], "tensorflow-plugins", "libsimdev.so")
+    syms = dynamic_symbols(lib, "--defined-only")
+    assert set(syms) - LINKER_SYMBOLS == ENTRY_POINTS, sorted(syms)
+
+
+def dynamic_section(lib):
+    out = run(["readelf", "-d", lib]).stdout
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+    paths = re.findall(r"\((?:RPATH|RUNPATH)\)\s+Library r\w*path: \[([^\]]*)\]", out)
+    return needed, paths, out
+
+
+def owning_package(path):
+    """The Debian package that installed `path` (tries the merged-/usr twins
+    and the symlink's target: /lib/x86_64-linux-gnu/libc.so.6 is registered
+    under /lib, libopenblas.so.0 is an alternatives link)."""
+    cands = []
+    for p in (path, os.path.realpath(path)):
+        cands += [p, p[4:] if p.startswith("/usr/") else "/usr" + p]
+    for c in cands:
+        r = run(["dpkg-query", "-S", c])
+        if r.returncode == 0:
+            return r.stdout.split(":")[0].strip()
+    return None
+
+
+def test_libraries_need_only_tensorflow_and_runtime_packages(venv):
+    """What the wheel's libraries need on another machine: TensorFlow's
+    framework library through RUNPATH $ORIGIN/../tensorflow (the installed
+    tensorflow package), and libraries of Debian's runtime packages. No path
+    of the build machine (pip's build environment, .deps/) is recorded."""
+    if not shutil.which("dpkg-query"):
+        pytest.fail("dpkg-query not found: this check needs Debian", pytrace=False)
+    site_new = venv[1]
+    plugin = os.path.join(site_new, "tensorflow-plugins", "libsimdev.so")
+    ext = glob.glob(os.path.join(site_new, "simdev", "_dlpack.*.so"))
+    assert len(ext) == 1, ext
+    needed, paths, out = dynamic_section(plugin)
+    assert paths == ["$ORIGIN/../tensorflow"], out
+    assert "libtensorflow_framework.so.2" in needed, needed
+    ext_needed, ext_paths, ext_out = dynamic_section(ext[0])
+    assert not ext_paths, ext_out
+    tf_dir = os.path.realpath(os.path.join(site_new, "tensorflow"))
+    for lib, libneeded in ((plugin, needed), (ext[0], ext_needed)):
+        ldd = run(["ldd", lib]).stdout
+        resolved = dict(re.findall(r"^\s*(\S+) => (\S+)", ldd, re.M))
+        for soname in libneeded:
+            if soname.startswith("ld-linux"):
+                continue
+            where = resolved.get(soname)
+            assert where and where != "not", f"{lib}: {soname} not found\n{ldd}"
+            if soname == "libtensorflow_framework.so.2":
+                assert os.path.dirname(os.path.realpath(where)) == tf_dir, ldd
+                continue
+            pkg = owning_package(where)
+            assert pkg and RUNTIME_PACKAGES.match(pkg), \
+                f"{lib}: {soname} -> {where} comes from {pkg!r}, not a runtime package"
+
+
+def test_tensorflow_lists_simdev_from_the_wheel(venv):
+    py, site_new = venv
+    snippet = PRELUDE + "\n" + textwrap.dedent(r'''
+        import tensorflow as tf
+
+        @check("devices")
+        def _():
+            return {"simdev": [d.name for d in tf.config.list_physical_devices("SIMDEV")]}
+
+        @check("maps")
+        def _():
+            with open("/proc/self/maps") as f:
+                libs = {l.split()[-1] for l in f if l.rstrip().endswith("libsimdev.so")}
+            return {"libs": sorted(libs)}
+
+        @check("matmul")
+        def _():
+            import numpy as np
+            tf.config.set_soft_device_placement(False)
+            a = np.arange(12, dtype=np.float32).reshape(3, 4)
+            with tf.device("/device:SIMDEV:0"):
+                y = tf.matmul(tf.constant(a), tf.constant(a.T))
+            return {"device": y.device, "equal": bool((y.numpy() == a @ a.T).all())}
+
+        @check("package")
+        def _():
+            import numpy as np, simdev, simdev.dlpack as sdl
+            with tf.device("/device:SIMDEV:0"):
+                t = tf.constant([1.0, 2.0, 3.0]) * 2.0
+            return {"library_path": simdev.library_path(),
+                    "dlpack": np.from_dlpack(sdl.wrap(t)).tolist()}
+    ''')
+    p = run([py, "-c", snippet], cwd="/", timeout=300,
+            env=clean_env(PYTHONUNBUFFERED="1", PYTHONNOUSERSITE="1"))
+    checks = {}
+    for line in p.stdout.splitlines():
+        if line.startswith(CHECK_MARK):
+            rec = json.loads(line[len(CHECK_MARK):])
+            checks[rec["name"]] = rec
+    what = f"returncode {p.returncode}\n{tail(p.stderr, 40)}"
+    assert p.returncode == 0, what
+    for name in ("devices", "maps", "matmul", "package"):
+        assert checks.get(name, {}).get("ok"), f"{name}: {checks.get(name)}\n{what}"
+    plugin = os.path.join(site_new, "tensorflow-plugins", "libsimdev.so")
+    assert checks["devices"]["data"]["simdev"] == ["/physical_device:SIMDEV:0"], checks
+    assert checks["maps"]["data"]["libs"] == [os.path.realpath(plugin)], \
+        f"expected only the wheel's plugin to be loaded: {checks['maps']}"
+    assert checks["matmul"]["data"] == {
+        "device": "/job:localhost/replica:0/task:0/device:SIMDEV:0", "equal": True}, checks
+    assert os.path.realpath(checks["package"]["data"]["library_path"]) == \
+        os.path.realpath(plugin), checks["package"]
+    assert checks["package"]["data"]["dlpack"] == [2.0, 4.0, 6.0], checks["package"]
+
+
+def test_wheel_build_without_tensorflow_is_an_error(tmp_path):
+    """`pip wheel --no-build-isolation` with a Python that has scikit-build-core
+    but no TensorFlow: the build stops with CMake's message and no wheel is
+    written (a wheel without the plugin would install "successfully"). Fails
+    at CMake's TensorFlow check, before jemalloc is built: a few seconds."""
+    src = tmp_path / "src"
+    p = run(["git", "clone", "--quiet", ROOT, str(src)])
+    assert p.returncode == 0, f"git clone failed: {p.stderr}"
+    root = tmp_path / "v"
+    p = run([sys.executable, "-m", "venv", str(root)])
+    assert p.returncode == 0, p.stderr
+    py = str(root / "bin" / "python")
+    site_new = run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
+                   ).stdout.strip()
+    site_old = sysconfig.get_path("purelib")
+    for name in os.listdir(site_old):  # scikit-build-core and what it needs
+        if re.match(r"(scikit_build_core|packaging|pathspec)([-.]|$)", name):
+            os.symlink(os.path.join(site_old, name), os.path.join(site_new, name))
+    assert run([py, "-c", "import scikit_build_core, tensorflow"]).returncode != 0
+    p = run([py, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps",
+             "-w", "dist", "."], cwd=src, env=clean_env())
+    log = p.stdout + p.stderr
+    assert p.returncode != 0, f"the build succeeded without TensorFlow:\n{tail(log)}"
+    assert "TensorFlow's C headers not found" in log, tail(log)
+    assert "has no tensorflow package" in log, tail(log)
+    assert not glob.glob(str(src / "dist" / "*.whl")), "a wheel was written"
+    assert "jemalloc: building" not in log, tail(log)
