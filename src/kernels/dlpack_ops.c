@@ -144,15 +144,9 @@ static void export_compute(sk_launch* l, void* state) {
   if (refuse_early_completion(l, "SimdevToDlpack")) return;
   TF_Tensor* in = sk_input(l, 0);
   if (in == NULL) return;
-  /* A tensor above the limit cannot come out of a simdev kernel, but TF's
+  /* sk_shape_of refuses a rank above the limit, with the message every
+   * kernel gives: such a tensor cannot come out of a simdev kernel, but TF's
    * own DEVICE_DEFAULT kernels (ExpandDims) can make one on SIMDEV. */
-  if (TF_NumDims(in) > DLP_MAX_DIMS) {
-    sk_fail(l, TF_INVALID_ARGUMENT,
-            "SimdevToDlpack: cannot export a tensor of rank %d: simdev "
-            "supports rank <= %d (the limit of its kernels)",
-            TF_NumDims(in), DLP_MAX_DIMS);
-    return;
-  }
   sk_shape shape;
   if (!sk_shape_of(l, in, &shape)) return;
   DLDataType dt;
