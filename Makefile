@@ -2,7 +2,10 @@
 #
 #   make demo    set up, then run the main example
 #   make test    set up, then run every test (C unit tests, conformance
-#                harness, both under valgrind too, and the TensorFlow suite)
+#                harness, both under valgrind and built with ASan+UBSan too,
+#                the fuzz target, and the TensorFlow suite, whose
+#                test_wheel.py builds the wheel from a clean clone of HEAD
+#                with pip's defaults: it needs the network)
 #   make bench   set up, then run every benchmark side by side with its
 #                reference; writes docs/benchmarks.{md,json,png}
 #                (BENCH_ARGS=--quick for a one-minute smoke pass)
@@ -36,7 +39,6 @@ VPY     := $(VENV)/bin/python
 BUILD   := build
 SOURCES := $(shell find src python -type f -not -path '*/__pycache__/*' 2>/dev/null) \
            CMakeLists.txt pyproject.toml scripts/build-jemalloc.sh
-PLUGIN  := $(VENV)/lib/python3.11/site-packages/tensorflow-plugins/libsimdev.so
 
 .PHONY: all setup system build install demo test test-c test-tf bench clean
 

@@ -37,6 +37,15 @@ work=$(dirname "$prefix")/src
 mkdir -p "$work"
 cd "$work"
 
+# Two configures at once (make build and pip install . in one checkout)
+# would unpack into the same directory: the second waits for the first,
+# then finds the library built.
+exec 9>"$prefix/.lock"
+flock 9
+if [ -f "$stamp" ] && [ -f "$prefix/lib/libjemalloc_pic.a" ]; then
+  exit 0
+fi
+
 fail() {
   echo "build-jemalloc.sh: $*" >&2
   exit 1

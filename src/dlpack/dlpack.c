@@ -243,7 +243,9 @@ static const char* unshareable(const dlp_view* v, size_t alignment) {
 int dlp_plan_import(const void* managed, bool versioned, DLDataType want,
                     dlp_copy_mode copy, size_t alignment, dlp_import_plan* out,
                     char* msg, size_t len) {
-  if (out == NULL || alignment == 0 || (alignment & (alignment - 1)) != 0)
+  if (out == NULL)
+    return fail(DLP_EINVAL, msg, len, "bad import request (no plan to fill)");
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0)
     return fail(DLP_EINVAL, msg, len,
                 "bad import request (alignment %zu must be a power of two)",
                 alignment);

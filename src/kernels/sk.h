@@ -4,7 +4,7 @@
  * Every simdev kernel is a TF *async* op kernel with the same life cycle,
  * owned by launch.c:
  *
- *   TF thread    compute_async -> sk_begin -> op's compute(l, state):
+ *   TF thread    compute_async -> op's compute(l, state):
  *                  sk_input / validate / sk_fail / sk_output / sk_args,
  *                  sk_work(l, run, label)
  *                -> submit one work item to the stream TF_GetStream returns
@@ -35,7 +35,8 @@
  * it runs as late as the stream allows and loses every race with TF's host
  * code; only the hazard tests use it.
  *
- * Thread contract: sk_begin..sk_work run on the calling TF thread; the run
+ * Thread contract: the compute function (sk_input..sk_work) runs on the
+ * calling TF thread; the run
  * function runs on the stream worker and may only touch its args, sk_fail
  * and sim_parallel_for.
  */

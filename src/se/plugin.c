@@ -137,18 +137,29 @@ static void destroy_timer_fns(const SP_Platform* platform,
 
 /* ---- platform ---------------------------------------------------------- */
 
+/* Sets ptr->field only if the struct TF handed in (its struct_size) holds
+ * it: on the refusing path (check_compatible) an older TensorFlow may hand
+ * in shorter structs than these headers describe, and nothing may be
+ * written past their end. With TF 2.21 every field is there. */
+#define SE_SET(ptr, TYPE, field, value) \
+  do {                                  \
+    if (SE_HAS_FIELD(ptr, TYPE, field)) (ptr)->field = (value); \
+  } while (0)
+
 static void fill_platform_fns(SP_PlatformFns* fns) {
-  fns->struct_size = SP_PLATFORM_FNS_STRUCT_SIZE;
-  fns->ext = NULL;
-  fns->get_device_count = get_device_count;
-  fns->create_device = create_device;
-  fns->destroy_device = destroy_device;
-  fns->create_device_fns = create_device_fns;
-  fns->destroy_device_fns = destroy_device_fns;
-  fns->create_stream_executor = create_stream_executor;
-  fns->destroy_stream_executor = destroy_stream_executor;
-  fns->create_timer_fns = create_timer_fns;
-  fns->destroy_timer_fns = destroy_timer_fns;
+  if (fns->struct_size > SP_PLATFORM_FNS_STRUCT_SIZE)
+    fns->struct_size = SP_PLATFORM_FNS_STRUCT_SIZE; /* a newer TF */
+  SE_SET(fns, SP_PlatformFns, ext, NULL);
+  SE_SET(fns, SP_PlatformFns, get_device_count, get_device_count);
+  SE_SET(fns, SP_PlatformFns, create_device, create_device);
+  SE_SET(fns, SP_PlatformFns, destroy_device, destroy_device);
+  SE_SET(fns, SP_PlatformFns, create_device_fns, create_device_fns);
+  SE_SET(fns, SP_PlatformFns, destroy_device_fns, destroy_device_fns);
+  SE_SET(fns, SP_PlatformFns, create_stream_executor, create_stream_executor);
+  SE_SET(fns, SP_PlatformFns, destroy_stream_executor,
+         destroy_stream_executor);
+  SE_SET(fns, SP_PlatformFns, create_timer_fns, create_timer_fns);
+  SE_SET(fns, SP_PlatformFns, destroy_timer_fns, destroy_timer_fns);
 }
 
 static void destroy_platform(SP_Platform* platform) {}
@@ -223,27 +234,26 @@ __attribute__((visibility("default"))) void SE_InitPlugin(
     return;
   }
   check_compatible(params);
-  params->major_version = SE_MAJOR;
-  params->minor_version = SE_MINOR;
-  params->patch_version = SE_PATCH;
+  SE_SET(params, SE_PlatformRegistrationParams, major_version, SE_MAJOR);
+  SE_SET(params, SE_PlatformRegistrationParams, minor_version, SE_MINOR);
+  SE_SET(params, SE_PlatformRegistrationParams, patch_version, SE_PATCH);
 
   SP_Platform* p = params->platform;
   if (p->struct_size > SP_PLATFORM_STRUCT_SIZE)
     p->struct_size = SP_PLATFORM_STRUCT_SIZE; /* a newer TF: we fill ours */
-  p->ext = NULL;
-  p->name = SE_SIMDEV_NAME;
-  p->type = SE_SIMDEV_TYPE;
-  /* Guarded: a release with a shorter SP_Platform (the refusing path above)
-   * must not be written past its end. */
-  if (SE_HAS_FIELD(p, SP_Platform, supports_unified_memory))
-    p->supports_unified_memory = 0; /* unified_* callbacks stay NULL */
-  if (SE_HAS_FIELD(p, SP_Platform, use_bfc_allocator))
-    p->use_bfc_allocator = 1; /* TF's BFC sits on our allocate */
-  if (SE_HAS_FIELD(p, SP_Platform, force_memory_growth))
-    p->force_memory_growth = 1; /* grow on demand, do not grab it all */
+  SE_SET(p, SP_Platform, ext, NULL);
+  SE_SET(p, SP_Platform, name, SE_SIMDEV_NAME);
+  SE_SET(p, SP_Platform, type, SE_SIMDEV_TYPE);
+  /* unified_* callbacks stay NULL; TF's BFC sits on our allocate; grow on
+   * demand, do not grab the whole region. */
+  SE_SET(p, SP_Platform, supports_unified_memory, 0);
+  SE_SET(p, SP_Platform, use_bfc_allocator, 1);
+  SE_SET(p, SP_Platform, force_memory_growth, 1);
 
   fill_platform_fns(params->platform_fns);
-  params->destroy_platform = destroy_platform;
-  params->destroy_platform_fns = destroy_platform_fns;
+  SE_SET(params, SE_PlatformRegistrationParams, destroy_platform,
+         destroy_platform);
+  SE_SET(params, SE_PlatformRegistrationParams, destroy_platform_fns,
+         destroy_platform_fns);
   TF_SetStatus(status, TF_OK, "");
 }

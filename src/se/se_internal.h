@@ -68,6 +68,7 @@ void se_fill_stream_executor(SP_StreamExecutor* se);
 /* SP_TimerFns.nanoseconds. */
 uint64_t se_timer_nanoseconds(SP_Timer timer);
 
-/* plugin.c defines se_config and executor.c se_stream_sim (se.h). */
+/* plugin.c defines se_config and se_disabled_reason, executor.c
+ * se_stream_sim (declared in se.h). */
 
 #endif /* SIMDEV_SE_SE_INTERNAL_H_ */

@@ -24,7 +24,9 @@ endif()
 
 # Configure once; later builds re-run CMake on their own when a
 # CMakeLists.txt changes. A changed option (another TF) needs `make clean`.
-if(NOT EXISTS ${BIN}/CMakeCache.txt)
+# The Makefile, not CMakeCache.txt: CMake writes the cache even when the
+# configure fails, and a failed configure must be retried next time.
+if(NOT EXISTS ${BIN}/Makefile)
   execute_process(COMMAND ${CMAKE_COMMAND} ${args} RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "configuring the sanitized tree ${BIN} failed")

@@ -30,8 +30,15 @@ def _():
                              if k.device_type == "SIMDEV"})
     with tf.device("/device:CPU:0"):
         y = tf.matmul(tf.ones([2, 3]), tf.ones([3, 2])).numpy()
+    # What SE_InitPlugin's lookup finds (dlsym(RTLD_DEFAULT, "TF_Version")):
+    # if TF stopped exporting it globally, the release check would silently
+    # rely on struct sizes alone.
+    import ctypes
+    fn = ctypes.CDLL(None).TF_Version
+    fn.restype = ctypes.c_char_p
     return {"simdev": names, "kernels": simdev_kernels,
-            "cpu_ok": bool(np.all(y == 3.0))}
+            "cpu_ok": bool(np.all(y == 3.0)),
+            "global_tf_version": fn().decode(), "tf_version": tf.version.VERSION}
 """
 
 FAKE_TF_VERSION = r"""
@@ -43,24 +50,27 @@ import ctypes, os
 ctypes.CDLL(os.environ["FAKE_TF_VERSION_LIB"], mode=ctypes.RTLD_GLOBAL)
 """ + NO_DEVICE
 
-# Products and sums whose exact result is a float32 denormal, and denormal
-# inputs: with FTZ/DAZ both become 0, as on TF's CPU.
+# Products whose exact result is a float32 denormal (FTZ), and denormal
+# inputs (DAZ): with both bits set both become 0, as on TF's CPU.
 DENORMALS = """
 import numpy as np
 import tensorflow as tf
 tf.config.set_soft_device_placement(False)
-tiny = np.array([1e-38, 2e-38, -1.5e-38, 1.0], np.float32)   # normal
-den = np.array([3e-39, -1e-40, 1e-45, 2.0], np.float32)      # denormal
+# float32's smallest normal is 1.18e-38. FTZ: normal operands whose exact
+# result is a denormal. DAZ: denormal operands whose exact result is normal.
+normal = np.array([2e-38, 1.5e-38, -2e-38, 1.0], np.float32)
+den = np.array([3e-39, -1e-40, 1e-45, 2.0], np.float32)
 half = np.full(4, 0.5, np.float32)
-under = np.array([1e-38, 2e-38, -1.5e-38, 0.0], np.float32)  # dot: 7.5e-39
+big = np.full(4, 1e10, np.float32)
+under = np.array([2e-38, 1.5e-38, -2e-38, 0.0], np.float32)  # dot: 7.5e-39
 
 def run(dev, fn, *a):
     with tf.device(dev):
         r = fn(*[tf.constant(x) for x in a])
         return r.numpy(), r.device
 
-for name, fn, args in [("mul", tf.multiply, (tiny, half)),
-                       ("add_denormal_input", tf.add, (den, np.zeros(4, np.float32))),
+for name, fn, args in [("mul_ftz", tf.multiply, (normal, half)),
+                       ("mul_daz", tf.multiply, (den, big)),
                        ("matmul", lambda a, b: tf.matmul(tf.reshape(a, [1, 4]),
                                                           tf.reshape(b, [4, 1])),
                         (under, half))]:
@@ -124,6 +134,7 @@ def test_disable_zero_changes_nothing(runs):
     d = r.data("state")
     assert d["simdev"] == ["/physical_device:SIMDEV:0"], d
     assert "MatMul" in d["kernels"], d
+    assert d["global_tf_version"] == d["tf_version"], d
     assert _no_device_lines(r) == [], r.describe()
 
 
@@ -139,16 +150,16 @@ def test_other_tf_release_refused(runs):
     assert "built for TensorFlow 2.21." in lines[0], lines
 
 
-@pytest.mark.parametrize("name", ["mul", "add_denormal_input", "matmul"])
+@pytest.mark.parametrize("name", ["mul_ftz", "mul_daz", "matmul"])
 def test_denormals_flushed_like_cpu(runs, name):
     d = runs["denormals"].data(name)
     assert "SIMDEV:0" in d["device"], d
     assert d["simdev"] == d["cpu"], d
     # The independent reference: IEEE results with denormals replaced by 0.
-    # (IEEE would give 5e-39, 1e-38, -7.5e-39, 0.5 / the inputs / 7.5e-39:
-    # all below float32's smallest normal, 1.18e-38, except 0.5 and 2.0.)
+    # IEEE would give 1e-38, 7.5e-39, -1e-38, 0.5 / 3e-29, -1e-30, 1.4e-35,
+    # 2e10 / 7.5e-39: flushed, every denormal result or operand is 0.
     import numpy as np
-    want = {"mul": [0.0, 0.0, 0.0, 0.5], "add_denormal_input": [0.0, 0.0, 0.0, 2.0],
+    want = {"mul_ftz": [0.0, 0.0, 0.0, 0.5], "mul_daz": [0.0, 0.0, 0.0, 2e10],
             "matmul": [0.0]}[name]
     np.testing.assert_array_equal(np.array(d["simdev"], np.float32),
                                   np.array(want, np.float32))
