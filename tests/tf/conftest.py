@@ -338,6 +338,24 @@ def versus_ref(fn, *args, ref, bound, cpu_bound=None, cpu=True, dtype=None,
             out["cpu_ok"] = all(r["ok"] for r in out["cpu"])
     return out
 
+def guarded(thunk):
+    """thunk() (a versus_ref report), or a failed report that carries the
+    exception: in a sweep, one case's error does not hide the others'."""
+    try:
+        return thunk()
+    except Exception as e:
+        return {"devices": [], "on_simdev": True, "sim_ok": False, "cpu_ok": True,
+                "sim": [{"ok": False, "raised": f"{type(e).__name__}: {str(e)[:600]}"}]}
+
+def after_ok(thunk):
+    """For error checks: True if thunk() (a good op on SIMDEV) returned a
+    true value, else what went wrong (never raises, so that the error's own
+    report survives)."""
+    try:
+        return True if thunk() else "the good op gave a wrong result"
+    except Exception as e:
+        return f"the good op raised {type(e).__name__}: {str(e)[:600]}"
+
 def sweep_report(reports):
     """{case: versus_ref report} -> {"cases", "sim_bad", "cpu_bad",
     "not_on_simdev", "max_ratio"} for assert_sweep (only the failing cases,
@@ -488,33 +506,42 @@ class Plugin:
     env: dict    # variables the child needs to load it
 
 
-@pytest.fixture(scope="session")
-def plugin():
-    """The plugin under test; fails every TF test clearly if there is none."""
+class NoPlugin(Exception):
+    """No usable plugin to test; the message says why."""
+
+
+def find_plugin():
+    """The plugin under test (SIMDEV_TEST_PLUGIN, or the one installed for
+    this interpreter); raises NoPlugin with the reason otherwise."""
     override = os.environ.get("SIMDEV_TEST_PLUGIN")
     installed = installed_plugins()
     if override:
         path = os.path.realpath(override)
         if not os.path.isfile(path):
-            pytest.fail(f"SIMDEV_TEST_PLUGIN={override!r} is not a file",
-                        pytrace=False)
+            raise NoPlugin(f"SIMDEV_TEST_PLUGIN={override!r} is not a file")
         if installed:
             # TF would load both and abort on the duplicate platform name.
-            pytest.fail(f"SIMDEV_TEST_PLUGIN is set but a simdev plugin is "
-                        f"also installed ({installed}); TF would load it twice "
-                        f"and abort. Uninstall it or unset SIMDEV_TEST_PLUGIN.",
-                        pytrace=False)
+            raise NoPlugin(f"SIMDEV_TEST_PLUGIN is set but a simdev plugin is "
+                           f"also installed ({installed}); TF would load it twice "
+                           f"and abort. Uninstall it or unset SIMDEV_TEST_PLUGIN.")
         return Plugin(path, "SIMDEV_TEST_PLUGIN",
                       {"TF_PLUGGABLE_DEVICE_LIBRARY_PATH": path})
     if not installed:
-        pytest.fail(f"no simdev plugin installed for {sys.executable} "
-                    f"(no tensorflow-plugins/libsimdev*.so in {_site_dirs()}); "
-                    f"run `pip install .` or set SIMDEV_TEST_PLUGIN",
-                    pytrace=False)
+        raise NoPlugin(f"no simdev plugin installed for {sys.executable} "
+                       f"(no tensorflow-plugins/libsimdev*.so in {_site_dirs()}); "
+                       f"run `pip install .` or set SIMDEV_TEST_PLUGIN")
     if len(installed) > 1:
-        pytest.fail(f"several simdev plugins installed: {installed}",
-                    pytrace=False)
+        raise NoPlugin(f"several simdev plugins installed: {installed}")
     return Plugin(installed[0], "installed", {})
+
+
+@pytest.fixture(scope="session")
+def plugin():
+    """The plugin under test; fails every TF test clearly if there is none."""
+    try:
+        return find_plugin()
+    except NoPlugin as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 @dataclasses.dataclass

@@ -338,7 +338,7 @@ for name, kind, op, dt, shapes, fmt, key in ERRORS:
     def run_error():
         fn = op_fn(kind, op, fmt)
         args = [np.ones(s, dtype=dt) for s in shapes]
-        return dict(error_pair(fn, *args), after=good_op())
+        return dict(error_pair(fn, *args), after=after_ok(good_op))
     check("error:" + name)(run_error)
 
 # ---- special values: IEEE and TF's conventions, exactly ------------------

@@ -589,7 +589,7 @@ def after():
 for name, fn, args, phrase in ERRORS:
     @check("error " + name)
     def _(fn=fn, args=args):
-        return dict(error_pair(fn, *args), after=after())
+        return dict(error_pair(fn, *args), after=after_ok(after))
 
 @check("cast unsupported")
 def _():
