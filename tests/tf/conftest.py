@@ -183,7 +183,7 @@ def error_pair(fn, *args, **kw):
 #                                                 2 * LIBM_ULPS * u * |ref|
 #     (one ulp of x is at most 2 u |x|)
 # plus the reference's own rounding error (the same terms with float64's u)
-# and TINY(dtype) for results in the subnormal range (TF's CPU threads
+# and tiny(dtype) for results in the subnormal range (TF's CPU threads
 # flush subnormals to zero).
 
 UNIT_ROUNDOFF = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8,
