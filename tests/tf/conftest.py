@@ -58,7 +58,9 @@ import pytest
 CHECK_MARK = "@@SIMDEV_CHECK@@ "
 
 # Prepended to every snippet. Names without a leading underscore are meant
-# for snippets: check, raw_equal, versus_cpu, error_class.
+# for snippets: check, raw_equal, versus_cpu, error_class, error_pair,
+# versus_ref and its bounds (unit_roundoff, gamma, tiny, sum_bound,
+# LIBM_ULPS, compare_to_ref), guarded, after_ok, sweep_report.
 PRELUDE = r'''
 import json as _json, sys as _sys, threading as _threading
 import traceback as _traceback

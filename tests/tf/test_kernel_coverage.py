@@ -107,3 +107,32 @@ def test_every_kernel_is_needed(registry, all_omitted):
         f"{all_omitted['stdout'][-2000:]})")
     # The ops only a registry test notices are the ones TF serves itself.
     assert set(shadowed) <= {op for op, r in registry.items() if r["shadowed"]}
+
+
+# The messages TF gave on this machine (TF 2.21), trimmed: a missing kernel
+# and a kernel's own error for the same bad MatMul.
+PLACEMENT = ("InvalidArgumentError",
+             "Could not satisfy device specification '/job:localhost/replica:0/"
+             "task:0/device:SIMDEV:0'. enable_soft_placement=0. Supported device "
+             "types [CPU]. All available devices [/job:localhost/replica:0/task:0/"
+             "device:SIMDEV:0, /job:localhost/replica:0/task:0/device:CPU:0]. "
+             "[Op:MatMul] name: ")
+KERNEL = ("InvalidArgumentError",
+          "{{function_node __wrapped__MatMul_device_/job:localhost/replica:0/task:0/"
+          "device:SIMDEV:0}} Matrix size-incompatible: In[0]: [2,3], In[1]: [4,5] "
+          "[Op:MatMul] name: ")
+ON_CPU = ("InvalidArgumentError", KERNEL[1].replace("SIMDEV:0", "CPU:0"))
+
+
+def test_error_helper_needs_the_kernel():
+    """assert_kernel_error accepts the kernel's own error and nothing that
+    a missing kernel or another device could produce."""
+    conftest.assert_kernel_error(KERNEL, "MatMul", "Matrix size-incompatible",
+                                 "InvalidArgumentError")
+    for sim, op, key in [(PLACEMENT, "MatMul", "SIMDEV"),           # placement
+                         (ON_CPU, "MatMul", "Matrix size-incompatible"),  # CPU ran it
+                         (KERNEL, "BatchMatMulV2", "Matrix"),         # another op
+                         (KERNEL, "MatMul", "In[0] is not a matrix"),  # other text
+                         (("", ""), "MatMul", "Matrix")]:              # no error
+        with pytest.raises(AssertionError):
+            conftest.assert_kernel_error(sim, op, key)
