@@ -1,27 +1,36 @@
-"""Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter on SIMDEV against TF's
-CPU kernels.
+"""Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter on SIMDEV against a
+NumPy reference and TF's CPU kernels.
 
-One subprocess, with TF_ENABLE_ONEDNN_OPTS=0 so that the CPU reference is
-TF's own (Eigen) kernels: oneDNN's CPU kernels accept inputs TF's kernels
-refuse (e.g. bad explicit_paddings), abort the process on others (a rank-3
-Conv2D input), and give a zero-batch Conv2D the wrong output shape.
+The reference sums, in float64, one matrix product per filter tap over the
+zero-padded input (groups, strides, dilations and explicit paddings
+included); the backprops are its exact adjoints. The bound is gamma(K) times
+the same computation on absolute values, K the number of terms of each sum
+(kh*kw*in_depth forward, kh*kw*out_depth for the input gradient,
+batch*out_h*out_w for the filter gradient), plus the reference's own
+float64 rounding (conftest): any summation order, any im2col chunking, any
+OpenBLAS kernel passes, a wrong tap or a lost term does not.
 
-Every case runs Conv2D and both backprops on /device:SIMDEV:0 and
-/device:CPU:0 (soft placement off) and compares: random inputs, SAME /
-VALID / EXPLICIT padding, strides, dilations, 1x1 images and filters, odd
-sizes, zero-size dimensions, grouped convolutions (forward only, as on CPU),
-a case that needs several im2col chunks with chunk borders inside an image,
-a large layer, float32 and float64. TF's CPU backprops refuse dilations > 1,
-which SIMDEV supports; those are checked against CPU runs of the equivalent
-undilated convolution (the filter with zeros stuffed between its taps). The
-filter gradient of an empty out_backprop must be zeros (TF's CPU kernel
-returns uninitialized memory there when the output has no pixels).
-Gradients through tf.GradientTape must match too. Bad inputs and attributes
-must raise the same exception class as on CPU, and SIMDEV must keep working.
+One subprocess, with TF_ENABLE_ONEDNN_OPTS=0 so that TF CPU runs TF's own
+(Eigen) kernels: oneDNN's CPU kernels accept inputs TF's kernels refuse
+(e.g. bad explicit_paddings), abort the process on others (a rank-3 Conv2D
+input), and give a zero-batch Conv2D the wrong output shape.
+
+Cases: SAME / VALID / EXPLICIT padding, strides (beyond the filter, beyond
+the input, leaving a ragged edge), dilations (also wider than the input),
+1x1 images and filters, filters larger than the input, odd sizes,
+zero-size batch, width, depth and output, grouped convolutions (forward
+only, as on CPU), a case that needs several im2col chunks with chunk
+borders inside an image, a large layer, float32 and float64. TF's CPU
+backprops refuse dilations > 1, which SIMDEV supports; there TF CPU runs the
+equivalent undilated convolution (zeros stuffed between the filter taps).
+Gradients through tf.GradientTape are checked against the same reference.
+Bad inputs and attributes must raise the kernel's own error (TF CPU's class
+and wording), and SIMDEV must keep working.
 """
 import pytest
 
-from conftest import assert_error_like_cpu
+from conftest import (assert_divergences_documented, assert_error_like_cpu,
+                      assert_vs_ref)
 
 # name -> (input shape, filter shape, strides (h, w), padding, dilations
 #          (h, w), explicit paddings (top, bottom, left, right) or None)
@@ -48,22 +57,38 @@ CASES = {
     "grouped": ((2, 6, 6, 4), (3, 3, 2, 6), (1, 1), "SAME", (1, 1), None),
     "grouped 3 strided": ((1, 7, 7, 6), (3, 3, 2, 9), (2, 2), "VALID", (1, 1), None),
     "input depth 0": ((1, 5, 5, 0), (3, 3, 3, 4), (1, 1), "SAME", (1, 1), None),
+    "zero width": ((1, 5, 0, 3), (3, 3, 3, 4), (1, 1), "SAME", (1, 1), None),
+    "stride beyond input": ((1, 3, 3, 2), (2, 2, 2, 3), (4, 4), "SAME", (1, 1), None),
+    "ragged stride 3": ((2, 10, 8, 3), (3, 2, 3, 5), (3, 3), "VALID", (1, 1), None),
+    "filter wider than input": ((2, 3, 2, 2), (5, 4, 2, 3), (1, 1), "SAME", (1, 1), None),
+    "dilation wider than input": ((1, 4, 4, 2), (3, 3, 2, 2), (1, 1), "SAME", (3, 3), None),
+    "explicit beyond filter": ((1, 2, 2, 1), (2, 2, 1, 1), (3, 3), "EXPLICIT", (1, 1), (3, 3, 3, 3)),
 }
 LARGE = ((8, 56, 56, 64), (3, 3, 64, 64), (1, 1), "SAME", (1, 1), None)
 DTYPES = ["float32", "float64"]
-OPS = ["fwd", "bpi", "bpf"]
+OPS = ["Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"]
+
+# Cases where TF's CPU kernel disagrees with the reference on some machine
+# or setting; see docs/tf-cpu-divergences.md.
+TF_CPU_DIVERGENCES = {
+    # an out_backprop with no pixels leaves the filter gradient uninitialised
+    "Conv2DBackpropFilter float32 empty output",
+    "Conv2DBackpropFilter float64 empty output",
+    "Conv2DBackpropFilter float32 zero width",
+    "Conv2DBackpropFilter float64 zero width",
+}
 GRAD_CASES = ["3x3 same", "odd valid stride2", "explicit", "1x1 filter"]
 
 
 def run_names():
-    """Every (case, dtype, op) check the subprocess reports."""
+    """Every (op, dtype, case) check the subprocess reports."""
     out = []
     for name, c in CASES.items():
         grouped = c[1][2] != c[0][3]
         for dt in DTYPES:
             for op in OPS:
-                if op == "fwd" or not grouped:
-                    out.append(f"{name} {dt} {op}")
+                if op == "Conv2D" or not grouped:
+                    out.append(f"{op} {dt} {name}")
     return out
 
 
@@ -110,6 +135,60 @@ ERRORS = {
                               {"padding": "EXPLICIT", "explicit_paddings": [0, 0, 1, -1, 1, 1, 0, 0]}),
 }
 
+# error name -> (key text of the kernel's message, key is also TF CPU's
+# wording). The op is the error's prefix (fwd, bpi, bpf).
+ERROR_KEYS = {
+    "fwd NCHW": ("The Conv2D op currently only supports the NHWC tensor format", True),
+    "fwd rank3 input": ("convolution input must be 4-dimensional: [5,5,3]", True),
+    "fwd rank3 filter": ("convolution filter must be 4-dimensional: [3,3,3]", True),
+    "fwd depth mismatch": ("input depth must be evenly divisible by filter depth: 3 vs 2", True),
+    "fwd groups vs out depth": ("output depth must be evenly divisible by number of groups: 3 vs 2", True),
+    "fwd filter depth 0": ("filter depth must be stricly positive, got 0", True),
+    "fwd zero-size filter": ("filter must not have zero elements", True),
+    "fwd batch stride": ("does not yet support strides in the batch and depth dimensions", True),
+    "fwd stride 0": ("Row and column strides should be larger than 0", True),
+    "fwd 3 strides": ("Sliding window strides field must specify 4 dimensions", True),
+    "fwd depth dilation": ("does not yet support dilations in the batch and depth dimensions", True),
+    "fwd dilation 0": ("Dilated rates should be larger than 0", True),
+    "fwd valid filter too big": ("Computed output size would be negative: -1 [input_size: 5, "
+                                 "effective_filter_size: 7, stride: 1]", True),
+    "fwd explicit 6 values": ("explicit_paddings attribute must contain 8 values, but got: 6", True),
+    "fwd explicit negative": ("All elements of explicit_paddings must be nonnegative", True),
+    "fwd explicit batch pad": ("Nonzero explicit padding in the batch or depth dimensions "
+                               "is not supported", True),
+    "fwd explicit with SAME": ("explicit_paddings attribute must be empty if the padding "
+                               "attribute is not EXPLICIT", True),
+    "bpi NCHW": ("Conv2DCustomBackpropInputOp only supports NHWC", True),
+    "bpi 3 sizes": ("Conv2DBackpropInput requires input_sizes to contain 4 values or 2 "
+                    "values, but got: 3", True),
+    "bpi negative size": ("Dimension -5 must be >= 0", True),
+    "bpi wrong out_backprop": ("Conv2DCustomBackpropInput: Size of out_backprop doesn't match "
+                               "computed: actual = 4, computed = 5", True),
+    "bpi batch mismatch": ("Conv2DCustomBackpropInput: input and out_backprop must have the "
+                           "same batch size", True),
+    "bpi out depth mismatch": ("Conv2DCustomBackpropInput: filter and out_backprop must have "
+                               "the same out_depth", True),
+    "bpi depth mismatch": ("Conv2DCustomBackpropInput: input depth must be evenly divisible "
+                           "by filter depth", True),
+    # TF CPU: "Gradients for grouped convolutions are not supported on CPU..."
+    "bpi grouped": ("gradients of grouped convolutions are not supported", False),
+    # TF CPU says "input_sizes must be 4-dimensional, got: 3" (sic)
+    "bpi rank3 out_backprop": ("Conv2DCustomBackpropInput: out_backprop must be 4-dimensional",
+                               False),
+    "bpi batch stride": ("does not yet support strides in the batch and depth dimensions", True),
+    "bpf NCHW": ("Conv2DCustomBackpropFilterOp only supports NHWC", True),
+    "bpf 3 sizes": ("Conv2DCustomBackpropFilter: filter must be 4-dimensional", True),
+    "bpf wrong out_backprop": ("Conv2DCustomBackpropFilter: Size of out_backprop doesn't match "
+                               "computed: actual = 4, computed = 5", True),
+    "bpf out depth mismatch": ("Conv2DCustomBackpropFilter: filter and out_backprop must have "
+                               "the same out_depth", True),
+    "bpf rank3 input": ("Conv2DCustomBackpropFilter: input must be 4-dimensional", True),
+    # TF CPU: "filter_size does not have enough elements, requested 216, got 108"
+    "bpf grouped": ("gradients of grouped convolutions are not supported", False),
+    "bpf explicit negative": ("All elements of explicit_paddings must be nonnegative", True),
+}
+OP_NAMES = {"fwd": "Conv2D", "bpi": "Conv2DBackpropInput", "bpf": "Conv2DBackpropFilter"}
+
 SCRIPT = (f"CASES = {CASES!r}\nLARGE = {LARGE!r}\nDTYPES = {DTYPES!r}\n"
           f"GRAD_CASES = {GRAD_CASES!r}\nERRORS = {ERRORS!r}\n") + r"""
 import numpy as np
@@ -136,16 +215,82 @@ def bpi(sizes, w, dy, **kw):
 def bpf(x, sizes, dy, **kw):
     return gen_nn_ops.conv2d_backprop_filter(x, sizes, dy, **kw)
 
-def out_shape(xs, fs, kw):
-    with tf.device(CPU):
-        return tuple(fwd(tf.zeros(xs), tf.zeros(fs), **kw).shape)
+# ---- the NumPy reference -------------------------------------------------------
+def dim(n, k, s, d, pad, ex):
+    # (outputs, padding before, padding after) along one spatial dimension
+    ek = (k - 1) * d + 1
+    if pad == "SAME":
+        out = -(-n // s)
+        before = max((out - 1) * s + ek - n, 0) // 2
+    elif pad == "VALID":
+        out, before = (n - ek + s) // s, 0
+    else:
+        before = ex[0]
+        out = (n + ex[0] + ex[1] - ek) // s + 1
+    out = max(out, 0)
+    after = max((out - 1) * s + ek - n - before, 0)
+    return out, before, after
 
-def tol(dt, reduction):
-    # float32 sums run in another order than on CPU: scale atol with the
-    # length of the reduction (terms are O(1)).
-    if dt == "float64":
-        return {"rtol": 1e-10, "atol": 1e-11 * max(1, reduction)}
-    return {"rtol": 1e-4, "atol": max(1e-4, 2e-6 * reduction)}
+class Geometry:
+    def __init__(self, xs, fs, stride, pad, dil, explicit):
+        self.xs, self.fs, self.s, self.d = xs, fs, stride, dil
+        self.oh, self.pt, self.pb = dim(xs[1], fs[0], stride[0], dil[0], pad,
+                                        explicit[:2] if explicit else None)
+        self.ow, self.pl, self.pr = dim(xs[2], fs[1], stride[1], dil[1], pad,
+                                        explicit[2:] if explicit else None)
+        self.groups = xs[3] // fs[2] if fs[2] else 1
+        self.ys = (xs[0], self.oh, self.ow, fs[3])
+
+    def pad(self, x):
+        return np.pad(x, ((0, 0), (self.pt, self.pb), (self.pl, self.pr), (0, 0)))
+
+    def crop(self, x):
+        return x[:, self.pt:self.pt + self.xs[1], self.pl:self.pl + self.xs[2], :]
+
+    def taps(self, xp):
+        # (i, j, view of xp read by tap (i, j): [n, oh, ow, c])
+        (sh, sw), (dh, dw) = self.s, self.d
+        for i in range(self.fs[0]):
+            for j in range(self.fs[1]):
+                v = xp[:, i * dh:i * dh + (self.oh - 1) * sh + 1:sh,
+                       j * dw:j * dw + (self.ow - 1) * sw + 1:sw, :]
+                yield i, j, v[:, :self.oh, :self.ow]
+
+def conv_ref(G, x, w):
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    y = np.zeros(G.ys)
+    ci, co = w.shape[2], w.shape[3]
+    cog = co // G.groups if G.groups else 0
+    for i, j, v in G.taps(G.pad(x)):
+        for g in range(G.groups):
+            y[..., g * cog:(g + 1) * cog] += v[..., g * ci:(g + 1) * ci] @ \
+                w[i, j, :, g * cog:(g + 1) * cog]
+    return y
+
+def bpi_ref(G, w, dy):
+    w, dy = w.astype(np.float64), dy.astype(np.float64)
+    dxp = G.pad(np.zeros(G.xs))
+    for i, j, v in G.taps(dxp):
+        v += dy @ w[i, j].T
+    return G.crop(dxp)
+
+def bpf_ref(G, x, dy):
+    x, dy = x.astype(np.float64), dy.astype(np.float64)
+    dw = np.zeros(G.fs)
+    n = dy.shape[0] * dy.shape[1] * dy.shape[2]
+    for i, j, v in G.taps(G.pad(x)):
+        dw[i, j] = v.reshape(n, v.shape[3]).T @ dy.reshape(n, dy.shape[3])
+    return dw
+
+def reference(op, G, x, w, dy, dt):
+    # (reference, bound): bound = gamma(K) * (the same on |x|, |w|, |dy|)
+    kh, kw_, ci, co = G.fs
+    if op == "Conv2D":
+        return conv_ref(G, x, w), sum_bound(conv_ref(G, np.abs(x), np.abs(w)), kh * kw_ * ci, dt)
+    if op == "Conv2DBackpropInput":
+        return bpi_ref(G, w, dy), sum_bound(bpi_ref(G, np.abs(w), np.abs(dy)), kh * kw_ * co, dt)
+    n = dy.shape[0] * dy.shape[1] * dy.shape[2]
+    return bpf_ref(G, x, dy), sum_bound(bpf_ref(G, np.abs(x), np.abs(dy)), n, dt)
 
 def stuffed(w, dil):
     # The undilated filter equivalent to w with dilations dil.
@@ -154,83 +299,49 @@ def stuffed(w, dil):
     out[::dil[0], ::dil[1]] = w
     return out
 
-def on_simdev(fn, *args, **kw):
-    with tf.device(SIMDEV):
-        r = fn(*[tf.constant(a) if isinstance(a, np.ndarray) else a
-                 for a in args], **kw)
-    return r
-
-def compare(sim, ref, rtol, atol):
-    a, b = sim.numpy(), np.asarray(ref)
-    rep = {"devices": [sim.device], "on_simdev": "SIMDEV:0" in sim.device,
-           "shapes": [list(a.shape)], "close": a.shape == b.shape and a.dtype == b.dtype,
-           "max_abs_err": 0.0}
-    if rep["close"] and a.size:
-        rep["max_abs_err"] = float(np.abs(a.astype(np.float64) - b).max())
-        rep["close"] = bool(np.allclose(a, b, rtol=rtol, atol=atol))
-    return rep
-
-def dilated_backprop(op, x, w, dy, kw):
-    # SIMDEV with dilations against CPU with the stuffed filter.
-    dil = (kw["dilations"][1], kw["dilations"][2])
-    ws = stuffed(w, dil)
-    plain = dict(kw, dilations=[1, 1, 1, 1])
-    t = tol(str(x.dtype), dy.shape[0] * dy.shape[1] * dy.shape[2]
-            if op == "bpf" else ws.shape[0] * ws.shape[1] * w.shape[3])
-    with tf.device(CPU):
-        if op == "bpi":
-            ref = bpi(list(x.shape), tf.constant(ws), tf.constant(dy), **plain).numpy()
-        else:
-            ref = bpf(tf.constant(x), list(ws.shape), tf.constant(dy), **plain).numpy()
-            ref = ref[::dil[0], ::dil[1]]
-    if op == "bpi":
-        sim = on_simdev(bpi, list(x.shape), w, dy, **kw)
-    else:
-        sim = on_simdev(bpf, x, list(w.shape), dy, **kw)
-    return compare(sim, ref, **t)
-
 def run_case(name, c, dt, ops):
     xs, fs, stride, pad, dil, explicit = c
     kw = attrs(stride, pad, dil, explicit)
+    G = Geometry(xs, fs, stride, pad, dil, explicit)
     x = rng.standard_normal(xs).astype(dt)
     w = (rng.standard_normal(fs) / np.sqrt(max(1, fs[0] * fs[1] * fs[2]))).astype(dt)
-    ys = out_shape(xs, fs, kw)
-    dy = rng.standard_normal(ys).astype(dt)
-    k = fs[0] * fs[1] * fs[2]
-    if "fwd" in ops:
-        check(f"{name} {dt} fwd")(
-            lambda: versus_cpu(fwd, x, w, **tol(dt, k), **kw))
-    if "bpi" in ops:
+    dy = rng.standard_normal(G.ys).astype(dt)
+    plain = dict(kw, dilations=[1, 1, 1, 1])
+    ws = stuffed(w, dil)
+    def run(op):
+        ref, b = reference(op, G, x, w, dy, dt)
+        if op == "Conv2D":
+            return versus_ref(fwd, x, w, ref=ref, bound=b, **kw)
+        cpu_fn = None
+        if op == "Conv2DBackpropInput":
+            if dil != (1, 1):  # TF CPU: the same gradient with the stuffed filter
+                cpu_fn = lambda s_, w_, dy_, **k: bpi(s_, tf.constant(ws), dy_, **plain)
+            return versus_ref(bpi, np.array(xs, np.int32), w, dy, ref=ref, bound=b,
+                              dtype=dt, cpu_fn=cpu_fn, **kw)
         if dil != (1, 1):
-            check(f"{name} {dt} bpi")(lambda: dilated_backprop("bpi", x, w, dy, kw))
-        else:
-            check(f"{name} {dt} bpi")(lambda: versus_cpu(
-                bpi, list(xs), w, dy, **tol(dt, fs[0] * fs[1] * fs[3]), **kw))
-    if "bpf" in ops:
-        if dy.size == 0:
-            # dW of an empty out_backprop is zeros. TF's CPU kernel returns
-            # uninitialized memory when the output's spatial size is 0, so
-            # the reference here is the exact answer.
-            check(f"{name} {dt} bpf")(lambda: compare(
-                on_simdev(bpf, x, list(fs), dy, **kw), np.zeros(fs, dt), 0, 0))
-        elif dil != (1, 1):
-            check(f"{name} {dt} bpf")(lambda: dilated_backprop("bpf", x, w, dy, kw))
-        else:
-            check(f"{name} {dt} bpf")(lambda: versus_cpu(
-                bpf, x, list(fs), dy, **tol(dt, ys[0] * ys[1] * ys[2]), **kw))
+            cpu_fn = lambda x_, s_, dy_, **k: bpf(
+                x_, list(ws.shape), dy_, **plain)[::dil[0], ::dil[1]]
+        return versus_ref(bpf, x, np.array(fs, np.int32), dy, ref=ref, bound=b,
+                          cpu_fn=cpu_fn, **kw)
+    for op in ops:
+        check(f"{op} {dt} {name}")(lambda: run(op))
 
+ALL = ["Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter"]
 for name, c in CASES.items():
     grouped = c[1][2] != c[0][3]
     for dt in DTYPES:
-        run_case(name, c, dt, ["fwd"] if grouped else ["fwd", "bpi", "bpf"])
-run_case("large", LARGE, "float32", ["fwd", "bpi", "bpf"])
+        run_case(name, c, dt, ["Conv2D"] if grouped else ALL)
+run_case("large", LARGE, "float32", ALL)
 
 @check("input_sizes with 2 values")
 def _():
-    w = rng.standard_normal((3, 3, 3, 4)).astype(np.float32)
-    dy = rng.standard_normal((2, 4, 5, 4)).astype(np.float32)
-    return versus_cpu(bpi, [7, 9], w, dy, rtol=1e-4, atol=1e-4,
-                      strides=[1, 2, 2, 1], padding="SAME")
+    xs, fs = (2, 7, 9, 3), (3, 3, 3, 4)
+    G = Geometry(xs, fs, (2, 2), "SAME", (1, 1), None)
+    w = rng.standard_normal(fs).astype(np.float32)
+    dy = rng.standard_normal(G.ys).astype(np.float32)
+    ref, b = reference("Conv2DBackpropInput", G, None, w, dy, "float32")
+    return versus_ref(bpi, np.array([7, 9], np.int32), w, dy, ref=ref, bound=b,
+                      dtype="float32", strides=[1, 2, 2, 1], padding="SAME")
 
 @check("deterministic")
 def _():
@@ -239,10 +350,12 @@ def _():
     w = rng.standard_normal(fs).astype(np.float32)
     dy = rng.standard_normal(xs[:3] + (fs[3],)).astype(np.float32)
     kw = attrs((1, 1), "SAME", (1, 1), None)
+    def on_simdev(fn, *args):
+        with tf.device(SIMDEV):
+            return fn(*[tf.constant(a) for a in args], **kw).numpy()
     def once():
-        return [on_simdev(fwd, x, w, **kw).numpy(),
-                on_simdev(bpi, list(xs), w, dy, **kw).numpy(),
-                on_simdev(bpf, x, list(fs), dy, **kw).numpy()]
+        return [on_simdev(fwd, x, w), on_simdev(bpi, np.array(xs, np.int32), w, dy),
+                on_simdev(bpf, x, np.array(fs, np.int32), dy)]
     r1, r2 = once(), once()
     return {"equal": [raw_equal(p, q)["equal"] for p, q in zip(r1, r2)]}
 
@@ -255,17 +368,26 @@ def tape_grads(x, w, dy, **kw):
 for name in GRAD_CASES:
     xs, fs, stride, pad, dil, explicit = CASES[name]
     for dt in DTYPES:
+        G = Geometry(xs, fs, stride, pad, dil, explicit)
         x = rng.standard_normal(xs).astype(dt)
         w = rng.standard_normal(fs).astype(dt)
-        kw = attrs(stride, pad, dil, explicit)
-        dy = rng.standard_normal(out_shape(xs, fs, kw)).astype(dt)
+        dy = rng.standard_normal(G.ys).astype(dt)
+        rx, bx = reference("Conv2DBackpropInput", G, x, w, dy, dt)
+        rw, bw = reference("Conv2DBackpropFilter", G, x, w, dy, dt)
         padding = pad if explicit is None else [[0, 0], list(explicit[:2]),
                                                 list(explicit[2:]), [0, 0]]
-        check(f"tape {name} {dt}")(lambda: versus_cpu(
-            tape_grads, x, w, dy, rtol=1e-4, atol=1e-4, strides=[1, *stride, 1],
-            padding=padding, dilations=[1, *dil, 1]))
+        check(f"tape {name} {dt}")(lambda: versus_ref(
+            tape_grads, x, w, dy, ref=(rx, rw), bound=(bx, bw),
+            strides=[1, *stride, 1], padding=padding, dilations=[1, *dil, 1]))
 
 OPFN = {"fwd": fwd, "bpi": bpi, "bpf": bpf}
+def after():
+    x, w = np.ones((1, 4, 4, 2), np.float32), np.ones((3, 3, 2, 2), np.float32)
+    G = Geometry(x.shape, w.shape, (1, 1), "SAME", (1, 1), None)
+    r = versus_ref(fwd, x, w, ref=conv_ref(G, x, w), bound=0.0, cpu=False,
+                   strides=[1, 1, 1, 1], padding="SAME")
+    return r["sim_ok"] and r["on_simdev"]
+
 for name, (op, a0, a1, dys, kw) in ERRORS.items():
     args = [np.ones(a0, np.float32) if isinstance(a0, tuple) else a0,
             np.ones(a1, np.float32) if isinstance(a1, tuple) else a1]
@@ -274,36 +396,30 @@ for name, (op, a0, a1, dys, kw) in ERRORS.items():
     kw = dict({"strides": [1, 1, 1, 1], "padding": "SAME"}, **kw)
     @check(f"error {name}")
     def _():
-        sim = error_class(OPFN[op], *args, device=SIMDEV, **kw)
-        cpu = error_class(OPFN[op], *args, device=CPU, **kw)
-        after = versus_cpu(fwd, np.ones((1, 4, 4, 2), np.float32),
-                           np.ones((3, 3, 2, 2), np.float32), rtol=1e-5,
-                           atol=1e-5, strides=[1, 1, 1, 1], padding="SAME")
-        return {"sim": sim, "cpu": cpu, "after": after}
+        return dict(error_pair(OPFN[op], *args, **kw), after=after_ok(after))
 """
+
+CHILD_ENV = {"TF_ENABLE_ONEDNN_OPTS": "0"}
 
 
 @pytest.fixture(scope="module")
 def conv(run_tf):
-    return run_tf(SCRIPT, env={"TF_ENABLE_ONEDNN_OPTS": "0"}, timeout=300)
+    return run_tf(SCRIPT, env=CHILD_ENV, timeout=300)
 
 
 @pytest.mark.parametrize("check_name", run_names())
-def test_versus_cpu(conv, check_name):
-    d = conv.data(check_name)
-    assert d["on_simdev"], f"result not on SIMDEV: {d['devices']}"
-    assert d["close"], f"SIMDEV differs from CPU: {d}"
+def test_vs_reference(conv, check_name):
+    assert_vs_ref(conv.data(check_name), check_name, TF_CPU_DIVERGENCES)
 
 
 @pytest.mark.parametrize("op", OPS)
 def test_large(conv, op):
-    d = conv.data(f"large float32 {op}")
-    assert d["on_simdev"] and d["close"], d
+    assert_vs_ref(conv.data(f"{op} float32 large"), f"{op} float32 large",
+                  TF_CPU_DIVERGENCES)
 
 
 def test_input_sizes_two_values(conv):
-    d = conv.data("input_sizes with 2 values")
-    assert d["on_simdev"] and d["close"], d
+    assert_vs_ref(conv.data("input_sizes with 2 values"), "input_sizes with 2 values")
 
 
 def test_deterministic(conv):
@@ -314,14 +430,18 @@ def test_deterministic(conv):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", GRAD_CASES)
 def test_gradient_tape(conv, name, dtype):
-    d = conv.data(f"tape {name} {dtype}")
-    assert d["on_simdev"], f"gradients not on SIMDEV: {d['devices']}"
-    assert d["close"], d
+    assert_vs_ref(conv.data(f"tape {name} {dtype}"), f"tape {name} {dtype}")
 
 
 @pytest.mark.parametrize("name", list(ERRORS))
-def test_error_class_matches_cpu(conv, name):
-    assert_error_like_cpu(conv.data(f"error {name}"))
+def test_error_from_kernel(conv, name):
+    key, cpu_key = ERROR_KEYS[name]
+    assert_error_like_cpu(conv.data(f"error {name}"), OP_NAMES[ERRORS[name][0]],
+                          key, cpu_key=cpu_key)
+
+
+def test_divergences_documented():
+    assert_divergences_documented(TF_CPU_DIVERGENCES)
 
 
 def test_clean_exit(conv):
