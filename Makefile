@@ -40,7 +40,7 @@ BUILD   := build
 SOURCES := $(shell find src python -type f -not -path '*/__pycache__/*' 2>/dev/null) \
            CMakeLists.txt pyproject.toml scripts/build-jemalloc.sh
 
-.PHONY: all setup system build install demo test test-c test-tf bench clean
+.PHONY: all setup system build install demo test test-c test-tf test-mutation bench clean
 
 all: setup
 
@@ -86,6 +86,11 @@ test-c: setup
 
 test-tf: setup
 	$(VPY) -m pytest tests/tf -q
+
+# Per-op mutation check (about 30 min): each kernel left out in turn must
+# make some test fail. make test runs the cheaper test_kernel_coverage.py.
+test-mutation: setup
+	$(VPY) tests/tf/kernel_mutation.py
 
 test: setup
 	ctest --test-dir $(BUILD) --output-on-failure --no-tests=error -j2

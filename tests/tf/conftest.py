@@ -41,9 +41,11 @@ nothing.
 """
 import dataclasses
 import glob
+import itertools
 import json
 import os
 import re
+import shlex
 import signal
 import site
 import subprocess
@@ -51,6 +53,7 @@ import sys
 import sysconfig
 import tempfile
 import textwrap
+import threading
 import warnings
 
 import pytest
@@ -552,6 +555,7 @@ class TFRun:
     stdout: str
     stderr: str
     checks: dict
+    rerun: str = ""  # a shell script that runs this child again (see run_tf)
 
     def describe(self, lines=40):
         rc = self.returncode
@@ -564,8 +568,10 @@ class TFRun:
         err = "\n".join(self.stderr.splitlines()[-lines:])
         out = "\n".join(l for l in self.stdout.splitlines()[-lines:]
                         if not l.startswith(CHECK_MARK))
+        again = (f"\n--- run it again: bash {self.rerun}   (under gdb: "
+                 f"GDB=1 bash {self.rerun}) ---") if self.rerun else ""
         return f"subprocess {how}\n--- stderr (tail) ---\n{err}\n" \
-               f"--- stdout (tail) ---\n{out}"
+               f"--- stdout (tail) ---\n{out}{again}"
 
     def assert_clean_exit(self):
         """The child ended normally: no crash at teardown (device and stream
@@ -633,24 +639,47 @@ def child_env(plugin, extra=None):
 def run_tf(plugin, tmp_path_factory):
     """run_tf(snippet, env=None, timeout=180) -> TFRun.
 
-    Runs PRELUDE + snippet with `sys.executable -c` in a fresh process, with
-    the plugin under test and `env` added to the environment."""
+    Runs PRELUDE + snippet in a fresh `sys.executable` process, with the
+    plugin under test and `env` added to the environment. The script is
+    written to child_<n>.py in a pytest temporary directory, next to
+    child_<n>.sh, which runs it again by hand with the same variables
+    (`GDB=1 bash child_<n>.sh` under gdb); a failure's describe() names
+    it."""
     cwd = tmp_path_factory.mktemp("tfchild")
+    count = itertools.count()
+    count_lock = threading.Lock()  # tests may run children from threads
 
     def run(snippet, env=None, timeout=180):
         code = PRELUDE + "\n" + textwrap.dedent(snippet)
+        with count_lock:
+            n = next(count)
+        script = cwd / f"child_{n}.py"
+        script.write_text(code)
+        child = child_env(plugin, env)
+        # The variables the child gets that this process does not have.
+        diff = {k: v for k, v in child.items() if os.environ.get(k) != v}
+        unset = [k for k in os.environ if k not in child]
+        rerun = cwd / f"child_{n}.sh"
+        rerun.write_text(
+            "#!/bin/sh\n# Runs a tests/tf child again, as pytest ran it.\n"
+            f"cd {shlex.quote(str(cwd))}\n"
+            + "".join(f"unset {k}\n" for k in unset)
+            + "".join(f"export {k}={shlex.quote(v)}\n" for k, v in diff.items())
+            + f'exec ${{GDB:+gdb --args}} {shlex.quote(sys.executable)} '
+              f'{shlex.quote(str(script))}\n')
         try:
-            p = subprocess.run([sys.executable, "-c", code], cwd=cwd,
-                               env=child_env(plugin, env), timeout=timeout,
+            p = subprocess.run([sys.executable, str(script)], cwd=cwd,
+                               env=child, timeout=timeout,
                                capture_output=True, text=True, errors="replace")
         except subprocess.TimeoutExpired as e:
-            pytest.fail(f"TF subprocess timed out after {timeout}s\n"
+            pytest.fail(f"TF subprocess timed out after {timeout}s "
+                        f"(run it again: bash {rerun})\n"
                         f"stderr: {(e.stderr or b'')[-3000:]!r}", pytrace=False)
         checks = {}
         for line in p.stdout.splitlines():
             if line.startswith(CHECK_MARK):
                 rec = json.loads(line[len(CHECK_MARK):])
                 checks[rec["name"]] = rec
-        return TFRun(p.returncode, p.stdout, p.stderr, checks)
+        return TFRun(p.returncode, p.stdout, p.stderr, checks, str(rerun))
 
     return run
