@@ -1,0 +1,121 @@
+"""The layering rules of src/, checked on the sources and the built objects.
+
+1. A module (a folder of src/) includes another module's code only through
+   that module's public header (PUBLIC below): never an *_internal.h or a
+   kernel family header of another folder.
+2. No two files of one module call each other in a circle (a strongly
+   connected component of the file-level call graph with more than one
+   file), unless ALLOWED_CIRCLES lists it with the reason. The call graph
+   comes from `nm` on the object files CMake built: a file uses a symbol
+   another file of the same folder defines.
+
+Usage: python3 tests/layering.py SOURCE_DIR BUILD_DIR   (ctest: layering)
+Exit status 0 when both rules hold; the report lists every violation.
+"""
+import collections
+import glob
+import os
+import re
+import subprocess
+import sys
+
+PUBLIC = {
+    "device_sim": "device_sim/sim.h",
+    "se": "se/se.h",
+    "kernels": "kernels/sk.h",
+    "dlpack": "dlpack/dlp.h",
+}
+# frozenset of files -> why the circle must be. Empty: none is needed.
+ALLOWED_CIRCLES = {}
+
+
+def include_violations(src):
+    bad = []
+    for path in sorted(glob.glob(os.path.join(src, "src", "**", "*.*"), recursive=True)):
+        if not path.endswith((".c", ".h", ".cc")):
+            continue
+        mod = os.path.relpath(os.path.dirname(path), os.path.join(src, "src"))
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        for inc in re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, re.M):
+            other = inc.split("/")[0] if "/" in inc else mod
+            if other != mod and other in PUBLIC and inc != PUBLIC[other]:
+                bad.append(f"{os.path.relpath(path, src)} includes {inc} "
+                           f"(use {PUBLIC[other]})")
+    return bad
+
+
+def call_graph(build):
+    objs = glob.glob(os.path.join(build, "CMakeFiles", "*", "src", "**", "*.o"),
+                     recursive=True)
+    defined, used = {}, collections.defaultdict(set)
+    for o in objs:
+        # .../CMakeFiles/<target>.dir/src/<module>/<file>.c.o -> src/<module>/<file>.c
+        rel = "src/" + o.split(os.sep + "src" + os.sep, 1)[1][:-2]
+        out = subprocess.run(["nm", o], capture_output=True, text=True,
+                             check=True).stdout
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[1] in "TDBRC":
+                defined[parts[2]] = rel
+            elif len(parts) == 2 and parts[0] == "U":
+                used[rel].add(parts[1])
+    graph = collections.defaultdict(set)
+    for f, syms in used.items():
+        for s in syms:
+            g = defined.get(s)
+            if g and g != f and os.path.dirname(g) == os.path.dirname(f):
+                graph[f].add(g)
+    return objs, graph
+
+
+def circles(graph):
+    """Strongly connected components with more than one file (Tarjan)."""
+    index, low, stack, on, found, n = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = n[0]
+        n[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def main(src, build):
+    problems = include_violations(src)
+    objs, graph = call_graph(build)
+    if len(objs) < 10:
+        problems.append(f"only {len(objs)} object files under {build}: build first")
+    for comp in circles(graph):
+        if frozenset(comp) not in ALLOWED_CIRCLES:
+            problems.append("files call each other in a circle: " + ", ".join(comp))
+    print(f"layering: {len(objs)} objects, "
+          f"{sum(len(v) for v in graph.values())} file-to-file call edges")
+    for p in problems:
+        print("  " + p)
+    print("layering: " + ("FAILED" if problems else "ok"))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
