@@ -114,11 +114,9 @@ def test_wheel_holds_the_plugin_and_the_package(wheel):
     assert re.search(r"^Requires-Dist: tensorflow-cpu==2\.21", meta, re.M), meta[:800]
 
 
-@pytest.fixture(scope="module")
-def venv(wheel, tmp_path_factory):
-    """(python, site-packages) of a fresh venv with the wheel installed and
-    this interpreter's packages (TensorFlow...) symlinked, simdev's excluded."""
-    root = tmp_path_factory.mktemp("venv") / "v"
+def new_venv(root):
+    """Creates a venv at root; returns (its python, its site-packages, this
+    interpreter's site-packages)."""
     p = run([sys.executable, "-m", "venv", str(root)])
     assert p.returncode == 0, p.stderr
     py = str(root / "bin" / "python")
@@ -126,6 +124,14 @@ def venv(wheel, tmp_path_factory):
                    ).stdout.strip()
     site_old = sysconfig.get_path("purelib")
     assert site_new and os.path.isdir(site_new) and site_new != site_old
+    return py, site_new, site_old
+
+
+@pytest.fixture(scope="module")
+def venv(wheel, tmp_path_factory):
+    """(python, site-packages) of a fresh venv with the wheel installed and
+    this interpreter's packages (TensorFlow...) symlinked, simdev's excluded."""
+    py, site_new, site_old = new_venv(tmp_path_factory.mktemp("venv") / "v")
     own = set(os.listdir(site_new))  # the venv's pip, setuptools: kept
     for name in sorted(os.listdir(site_old)):
         if (name in own or name.split("-")[0] in own
@@ -262,13 +268,7 @@ def test_wheel_build_without_tensorflow_is_an_error(tmp_path):
     src = tmp_path / "src"
     p = run(["git", "clone", "--quiet", ROOT, str(src)])
     assert p.returncode == 0, f"git clone failed: {p.stderr}"
-    root = tmp_path / "v"
-    p = run([sys.executable, "-m", "venv", str(root)])
-    assert p.returncode == 0, p.stderr
-    py = str(root / "bin" / "python")
-    site_new = run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]
-                   ).stdout.strip()
-    site_old = sysconfig.get_path("purelib")
+    py, site_new, site_old = new_venv(tmp_path / "v")
     for name in os.listdir(site_old):  # scikit-build-core and what it needs
         if re.match(r"(scikit_build_core|packaging|pathspec)([-.]|$)", name):
             os.symlink(os.path.join(site_old, name), os.path.join(site_new, name))
