@@ -17,8 +17,8 @@ if TF's own DEVICE_DEFAULT kernel serves all the op's types (TF runs it on
 SIMDEV when simdev's is missing, with the same behaviour), a failing
 `registry` test is accepted instead, and the op is listed as shadowed.
 
-One pytest run per op: about 30 minutes on a 2-core machine, too slow for
-`make test`; test_kernel_coverage.py runs the cheaper check that fits there
+One pytest run per op (two for a shadowed op): 36 minutes on a 2-core
+AMD EPYC shared with other work, too slow for `make test`; test_kernel_coverage.py runs the cheaper check that fits there
 (one run with every kernel omitted, failures attributed by TF's message).
 This file also holds what both share. Exit status: 0 when every op has a
 witness, 1 otherwise.

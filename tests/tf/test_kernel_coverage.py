@@ -12,7 +12,8 @@ missing. Every registered op must have a failed test attributed to it.
 Why one run with everything omitted and not one run per op: the faithful
 check (tests/tf/kernel_mutation.py: one op omitted per run, -x, then the
 witnesses re-run with every kernel present) takes one pytest run per op,
-about 30 minutes here, too slow for `make test`. This check costs one run
+36 minutes here, too slow for `make test`; it found a witness for all 59
+ops of TF 2.21's build, the same ones this check credits. This check costs one run
 of the kernel modules (about 3 minutes). What it gives up: a test is
 credited to every op whose missing kernel its failure text names. That is
 what the per-op run would see as long as each named failure fails the test
