@@ -297,9 +297,10 @@ def test_rank16_accepted(rank, op):
     rec = rank.data("rank 16")[op]
     assert "sim_error" not in rec, rec
     assert rec["numpy"] == "", f"differs from NumPy: {rec}"
-    if RANK16[op]:
-        assert rec["cpu_ok"], f"TF's CPU refused rank 16 here (expected it to " \
-                              f"accept): {rec}"
+    # Whether TF's CPU accepts rank 16 depends on which kernel it picks:
+    # with oneDNN, BatchMatMulV2 stops at rank 12 and Softmax at rank 5
+    # (docs/tf-cpu-divergences.md). NumPy is the reference; TF CPU is
+    # compared only where it ran.
     if rec.get("cpu_ok"):
         assert rec["cpu"] == "", f"differs from TF's CPU: {rec}"
 
