@@ -1,7 +1,8 @@
 /*
  * common.c - the helpers every file of device_sim shares (as libuv's
  * uv-common.c): error strings, the invariant check's report, condition
- * variables on the monotonic clock, the clock itself. It calls no other file
+ * variables on the monotonic clock, the clock itself, the floating-point
+ * mode of device threads. It calls no other file
  * of device_sim, so any of them may call it without making a circle.
  *
  * No state, no locks: every function is safe from any thread.
@@ -9,6 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 #include "sim_internal.h"
 
@@ -42,4 +47,10 @@ uint64_t sim_now_ns(void) {
   struct timespec ts;
   SIM_CHECK(clock_gettime(CLOCK_MONOTONIC, &ts) == 0);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void sim_thread_fp_mode(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_setcsr(_mm_getcsr() | 0x8040u); /* FTZ (bit 15) | DAZ (bit 6) */
+#endif
 }

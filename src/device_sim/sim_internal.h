@@ -45,14 +45,7 @@ void sim_cond_init(pthread_cond_t* c);
  * (its thread pools set the same bits). Without it, a float that underflows
  * is a denormal on SIMDEV and 0 on TF's CPU. Other ISAs keep the default
  * IEEE mode: simdev builds on them but only x86-64 is tested. */
-static inline void sim_thread_fp_mode(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  unsigned csr;
-  __asm__ volatile("stmxcsr %0" : "=m"(csr));
-  csr |= 0x8040u; /* FTZ (bit 15) | DAZ (bit 6) */
-  __asm__ volatile("ldmxcsr %0" : : "m"(csr));
-#endif
-}
+void sim_thread_fp_mode(void);
 
 /* ---- arena.c: the device region and its jemalloc arena ---------------- */
 typedef struct sim_arena sim_arena;

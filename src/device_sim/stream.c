@@ -187,7 +187,9 @@ int sim_stream_synchronize(sim_stream* s) {
   sim_lock(&s->lock);
   uint64_t target = s->submitted;
   s->sync_waiters++;
-  SIM_CHECK_PT(pthread_cond_signal(&s->cv_work)); /* a lazy head may go */
+  /* A lazy head may go now; only then is the worker worth waking. */
+  if (s->head != NULL && (s->head->flags & SIM_WORK_LAZY))
+    SIM_CHECK_PT(pthread_cond_signal(&s->cv_work));
   while (s->completed < target) sim_wait(&s->cv_done, &s->lock);
   s->sync_waiters--;
   int status = s->status;

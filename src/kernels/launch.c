@@ -65,6 +65,9 @@ enum { L_QUEUED = 0, L_RAN = 1, L_HANDED_OVER = 2 };
 static struct {
   int sync_launch;
   int early_completion;
+  /* SIMDEV_TEST_OMIT_KERNELS as getenv returned it; used only while
+   * TF_InitKernel registers, right after sk_launch_init read it. */
+  const char* omit;
 } g;
 
 /* ---- failures ---------------------------------------------------------- */
@@ -496,9 +499,10 @@ static bool register_one(const sk_op* op, TF_DataType type, TF_DataType type2,
  * each kernel's tests fail without it (tests/tf/test_kernel_coverage.py), the
  * way removing a registration by hand would, without a throwaway build. */
 static bool omitted(const char* op) {
-  const char* list = getenv("SIMDEV_TEST_OMIT_KERNELS");
+  const char* list = g.omit; /* read once by sk_launch_init */
+  if (list == NULL) return false;
   size_t n = strlen(op);
-  for (const char* p = list; p != NULL && *p != '\0';) {
+  for (const char* p = list; *p != '\0';) {
     const char* end = strchr(p, ',');
     size_t m = end ? (size_t)(end - p) : strlen(p);
     if (m == n && strncmp(p, op, n) == 0) return true;
@@ -531,6 +535,7 @@ bool sk_launch_init(void) {
   const sim_config* cfg = se_config();
   g.sync_launch = cfg->sync_launch;
   g.early_completion = cfg->unsafe_early_completion;
+  g.omit = getenv("SIMDEV_TEST_OMIT_KERNELS"); /* registration runs next */
   sk_blas_init();
   return true;
 }

@@ -71,16 +71,12 @@ static void get_device_count(const SP_Platform* platform, int* device_count,
 
 static void create_device(const SP_Platform* platform,
                           SE_CreateDeviceParams* params, TF_Status* status) {
-  if (g_off_reason != NULL) { /* TF asks for none when the count is 0 */
-    se_set_statusf(status, SIM_EINVAL, "simdev offers no device: %s",
-                   g_off_reason);
-    return;
-  }
   int ordinal = params->ordinal;
   if (ordinal < 0 || ordinal >= g_config.device_count) {
     se_set_statusf(status, SIM_EINVAL,
-                   "device ordinal %d out of range [0, %d) (SIMDEV_DEVICE_COUNT)",
-                   ordinal, g_config.device_count);
+                   "device ordinal %d out of range [0, %d) (%s)", ordinal,
+                   g_config.device_count,
+                   g_off_reason ? g_off_reason : "SIMDEV_DEVICE_COUNT");
     return;
   }
   sim_device* dev = NULL;
@@ -193,10 +189,11 @@ static const char* running_tf_version(void) {
 
 /* Sets g_off_reason if this process must get no device. */
 static void check_compatible(const SE_PlatformRegistrationParams* params) {
-  const char* running = running_tf_version();
+  const char* running = NULL;
   if (g_config.disabled) {
     g_off_reason = "SIMDEV_DISABLE=1";
-  } else if (running != NULL && !same_release(SIMDEV_TF_VERSION, running)) {
+  } else if ((running = running_tf_version()) != NULL &&
+             !same_release(SIMDEV_TF_VERSION, running)) {
     snprintf(g_off_buf, sizeof(g_off_buf),
              "built for TensorFlow %s, running in TensorFlow %s (install "
              "tensorflow-cpu==%.*s.*, or rebuild simdev against this one)",
