@@ -1,0 +1,21 @@
+/*
+ * mutant_status_unset.c - get_stream_status always OK, even after a host
+ * callback failed on the stream.
+ *
+ * Peer: the RFC sample plugin (its stream callbacks are empty no-ops). TF asks
+ * the stream's status to decide whether its work failed; OK here means a failed
+ * step is reported as a success. Expected grade: required failure
+ * "stream_status.reports_callback_error" (callback get_stream_status).
+ */
+#include "mini.h"
+
+static void status_unset(const SP_Device* device, SP_Stream stream,
+                         TF_Status* status) {}
+
+static void mutate_se(SP_StreamExecutor* se) {
+  se->get_stream_status = status_unset;
+}
+
+void mini_mutate(SE_PlatformRegistrationParams* params) {
+  mini_mutate_se = mutate_se;
+}

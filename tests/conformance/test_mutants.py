@@ -1,0 +1,282 @@
+"""The conformance harness grades each mutant plugin exactly as intended.
+
+Each plugin of tests/conformance/plugins/ (mini, the minimal correct plugin,
+and mutants of it that each commit one anti-pattern of a real plugin) is run
+through the harness with --json; the results must name the intended rule,
+grade and callback, say something useful in "observed", give the intended
+run result, and fail nothing else (no collateral failures). Everything the
+harness's rule ids decide is in the tables below: adjust them there.
+
+No TensorFlow import: the harness is a C program; it runs in a subprocess.
+The harness is $SIMDEV_CONFORMANCE if set, else the build tree's.
+"""
+
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HARNESS = Path(
+    os.environ.get("SIMDEV_CONFORMANCE")
+    or ROOT / "build" / "tests" / "conformance" / "simdev_conformance"
+)
+PLUGINS = ROOT / "build" / "tests" / "conformance" / "plugins"
+PER_TEST_TIMEOUT = 20  # --timeout, seconds per harness test
+RUN_TIMEOUT = 900  # the whole harness run; only a harness bug reaches it
+
+
+@dataclass(frozen=True)
+class Fail:
+    """A failure the harness must report."""
+
+    rule: str
+    grade: str  # "required" | "recommended"
+    callback: str  # the SP_* callback the rule is about
+    observed: str  # regex, searched (case-insensitive) in "observed"
+    test: str = ""  # substring of the reporting test's name ("" = any)
+
+
+@dataclass(frozen=True)
+class Case:
+    plugin: str  # file name in PLUGINS
+    result: str  # "pass" | "fail"
+    fails: tuple = ()  # Fail entries that must all be reported
+    # Rule ids that may also fail (at any grade): consequences of the same
+    # anti-pattern in checks about something else. Anything not listed here
+    # or in `fails` (or in MINI_RECOMMENDED) is a collateral failure.
+    collateral: frozenset = frozenset()
+    args: tuple = ()
+    device_count: int = 1
+    devices_tested: int = 1
+    # Set: every test outside NON_DEVICE_TESTS is skipped with a reason
+    # matching this regex.
+    device_tests_skipped: str = ""
+    # Set: no test outside NON_DEVICE_TESTS ran (skipped or not listed).
+    device_tests_absent: bool = False
+
+
+# Recommended failures the correct plugin has (optional features it leaves
+# out on purpose); every mutant may have them too.
+MINI_RECOMMENDED = frozenset()
+
+# Tests that do not need a device (registration, the harness's own checks).
+NON_DEVICE_TESTS = frozenset({"registration", "harness.type_regex", "teardown"})
+
+# Consequences of host_callback returning false: every check that observes
+# work through a host callback probe cannot run its probe.
+CB_FALSE_COLLATERAL = frozenset()
+# ... and of callbacks that never run.
+CB_NEVER_COLLATERAL = frozenset()
+# Events that lie also break completion through TF's event fallback.
+EVENTS_COLLATERAL = frozenset()
+
+CASES = {
+    "mini": Case("libconf_mini.so", "pass"),
+    "mini_require_devices": Case(
+        "libconf_mini.so", "pass", args=("--require-devices", "1")
+    ),
+    "cb_false": Case(
+        "libconf_mutant_cb_false.so",
+        "fail",
+        fails=(
+            Fail("host_callback.returns_true", "required", "host_callback",
+                 r"false|returned 0"),
+        ),
+        collateral=CB_FALSE_COLLATERAL,
+    ),
+    "cb_never": Case(
+        "libconf_mutant_cb_never.so",
+        "fail",
+        fails=(
+            Fail("host_callback.runs", "required", "host_callback",
+                 r"never|not run|did not run"),
+        ),
+        collateral=CB_NEVER_COLLATERAL,
+    ),
+    "events_complete": Case(
+        "libconf_mutant_events_complete.so",
+        "fail",
+        fails=(
+            Fail("event.pending_until_work_done", "required",
+                 "get_event_status", r"complete"),
+        ),
+        collateral=EVENTS_COLLATERAL,
+    ),
+    "memcpy_sync": Case(
+        "libconf_mutant_memcpy_sync.so",
+        "fail",
+        fails=(
+            Fail("memcpy.stream_order", "required", "memcpy_dtoh",
+                 r"before|ahead"),
+        ),
+    ),
+    "fake_stats": Case(
+        "libconf_mutant_fake_stats.so",
+        "pass",
+        fails=(
+            Fail("allocator_stats.tracks_allocations", "recommended",
+                 "get_allocator_stats", r"123"),
+        ),
+    ),
+    "no_stats": Case(
+        "libconf_mutant_no_stats.so",
+        "pass",
+        fails=(
+            Fail("allocator_stats.available", "recommended",
+                 "get_allocator_stats", r"false"),
+        ),
+    ),
+    "leak_stream": Case(
+        "libconf_mutant_leak_stream.so",
+        "pass",
+        fails=(
+            Fail("stream.destroy_releases", "recommended", "destroy_stream",
+                 r"thread|leak"),
+        ),
+    ),
+    "bad_name": Case(
+        "libconf_mutant_bad_name.so",
+        "fail",
+        fails=(
+            Fail("platform.name_valid", "required", "SE_InitPlugin",
+                 r"my-device"),
+        ),
+        device_count=None,
+        devices_tested=0,
+        device_tests_absent=True,
+    ),
+    "zero_devices": Case(
+        "libconf_mutant_zero_devices.so",
+        "pass",
+        device_count=0,
+        devices_tested=0,
+        device_tests_skipped=r"\b0 devices?\b",
+    ),
+    "zero_devices_required": Case(
+        "libconf_mutant_zero_devices.so",
+        "fail",
+        args=("--require-devices", "1"),
+        fails=(
+            Fail("devices.count_at_least", "required", "get_device_count",
+                 r"\b0\b"),
+        ),
+        device_count=0,
+        devices_tested=0,
+        device_tests_skipped=r"\b0 devices?\b",
+    ),
+    "count_untouched": Case(
+        "libconf_mutant_count_untouched.so",
+        "pass",
+        device_count=0,
+        devices_tested=0,
+        device_tests_skipped=r"\b0 devices?\b",
+    ),
+    "status_unset": Case(
+        "libconf_mutant_status_unset.so",
+        "fail",
+        fails=(
+            Fail("stream_status.reports_callback_error", "required",
+                 "get_stream_status", r"\bOK\b"),
+        ),
+    ),
+    "many_devices": Case(
+        "libconf_mutant_many_devices.so",
+        "pass",
+        device_count=20,
+        devices_tested=20,
+    ),
+}
+
+
+def run_harness(case, tmp_path):
+    """Runs the harness on case's plugin; returns (exit code, JSON, output)."""
+    plugin = PLUGINS / case.plugin
+    assert HARNESS.is_file(), f"{HARNESS} not built (make build)"
+    assert plugin.is_file(), f"{plugin} not built (make build)"
+    out = tmp_path / "result.json"
+    cmd = [str(HARNESS), *case.args, "--json", str(out),
+           "--timeout", str(PER_TEST_TIMEOUT), str(plugin)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT)
+    text = proc.stdout + proc.stderr
+    assert out.is_file(), f"{' '.join(cmd)} wrote no JSON:\n{text}"
+    return proc.returncode, json.loads(out.read_text()), text
+
+
+def describe(f):
+    return (f"{f.get('test')}: {f.get('rule')} ({f.get('grade')}, "
+            f"{f.get('callback')}): {f.get('observed')}")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_grading(name, tmp_path):
+    case = CASES[name]
+    rc, res, text = run_harness(case, tmp_path)
+    failures = res["failures"]
+    report = "\n".join(describe(f) for f in failures) or "(no failures)"
+    context = f"{name}: harness output:\n{text}\nfailures:\n{report}"
+
+    assert res["schema"] == 1
+    assert Path(res["plugin"]).name == case.plugin
+    assert res["result"] == case.result, context
+    assert rc == (0 if case.result == "pass" else 1), context
+    summary = res["summary"]
+    assert (summary["required"]["failed"] > 0) == (case.result == "fail")
+    assert summary["simdev"] == {"passed": 0, "failed": 0}  # no --simdev
+    assert res["device_count"] == case.device_count, context
+    assert res["devices_tested"] == case.devices_tested, context
+    if case.device_count is not None:
+        assert res["platform"] == {"name": "MINI", "type": "MINI"}
+
+    # Every failure tells the plugin author what, who and where.
+    for f in failures:
+        for key in ("test", "rule", "grade", "callback", "expected",
+                    "observed", "where"):
+            assert isinstance(f.get(key), str) and f[key], (key, f)
+        assert f["grade"] in ("required", "recommended"), f
+        assert f["count"] >= 1, f
+
+    # The intended failures, each with its grade, callback and message.
+    for want in case.fails:
+        match = [f for f in failures
+                 if f["rule"] == want.rule and want.test in f["test"]]
+        assert match, f"{name}: rule {want.rule} not reported\n{context}"
+        for f in match:
+            assert f["grade"] == want.grade, describe(f)
+            assert f["callback"] == want.callback, describe(f)
+            assert re.search(want.observed, f["observed"], re.I), describe(f)
+
+    # Nothing else: no collateral failure at either grade.
+    allowed = {w.rule for w in case.fails} | case.collateral
+    extra_required = sorted({f["rule"] for f in failures
+                             if f["grade"] == "required"} - allowed)
+    assert not extra_required, f"{name}: collateral: {extra_required}\n{context}"
+    extra_recommended = sorted({f["rule"] for f in failures
+                                if f["grade"] == "recommended"}
+                               - allowed - MINI_RECOMMENDED)
+    assert not extra_recommended, (
+        f"{name}: collateral: {extra_recommended}\n{context}")
+
+    # Crashes and hangs are failures of their own ("<test>.finishes").
+    for t in res["tests"]:
+        if t["status"] in ("crash", "timeout"):
+            assert f"{t['name']}.finishes" in allowed, (t, context)
+
+    device_tests = [t for t in res["tests"]
+                    if t["name"] not in NON_DEVICE_TESTS]
+    if case.device_tests_skipped:
+        assert device_tests, context
+        for t in device_tests:
+            assert t["status"] == "skip", t
+            assert re.search(case.device_tests_skipped, t.get("reason", "")), t
+    elif case.device_tests_absent:
+        assert all(t["status"] == "skip" for t in device_tests), context
+    else:
+        assert device_tests, context
+        ran = [t for t in device_tests if t["status"] in ("pass", "fail")]
+        assert ran, context
