@@ -16,8 +16,8 @@
  *
  * Locks: each device, stream and event has one mutex, and no code path
  * holds two of them at once, so there is no lock order to get wrong. Work
- * items run with no lock held: a host callback may enqueue more work on its
- * own stream, as TF's completion closures do.
+ * items run with no lock held, so a host callback may even enqueue more work
+ * on its own stream (TF does not need that; CUDA forbids it).
  *
  * Build by hand (TF = site-packages/tensorflow):
  *   cc -std=c11 -shared -fPIC -fvisibility=hidden -I$TF/include mini.c \
@@ -590,7 +590,7 @@ static void create_device(const SP_Platform* platform,
   params->device->hardware_name = "mini (host memory)";
 }
 
-/* TF destroys a device after every stream and event on it. */
+/* The caller destroys the device's streams and events first. */
 static void destroy_device(const SP_Platform* platform, SP_Device* device) {
   mini_device* d = dev_of(device);
   pthread_cond_destroy(&d->idle);

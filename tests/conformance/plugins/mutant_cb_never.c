@@ -3,8 +3,9 @@
  *
  * Peer: none of peers.md exactly; it is the RFC sample's stub (and
  * DirectML's) changed to return true, the edit an author makes to get past
- * TF's error: "enqueued", then nothing. TF then waits forever for work
- * whose completion is signalled by a callback.
+ * TF's error: "enqueued", then nothing. Whoever waits for the callback
+ * (Stream::DoHostCallback) waits forever.
+ *
  * Expected grade: required failure "host_callback.runs" (callback
  * host_callback); the harness must report it, not hang.
  */

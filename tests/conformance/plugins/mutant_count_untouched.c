@@ -4,9 +4,10 @@
  *
  * Peer: none of peers.md; a plugin that returns early when it finds no
  * hardware would do it. TF starts the count at 0
- * (CPlatform::VisibleDeviceCount), so this means 0 devices, which is legal; a
- * harness starting at -1 would report nonsense. Expected grade: result "pass",
- * device_count 0 (not -1).
+ * (CPlatform::VisibleDeviceCount), so this means 0 devices, which is legal;
+ * a harness starting at -1 would report nonsense.
+ *
+ * Expected grade: result "pass", device_count 0 (not -1).
  */
 #include "mini.h"
 

@@ -2,11 +2,13 @@
  * mutant_events_complete.c - events that are always complete.
  *
  * Peer: the RFC sample plugin (record_event and wait_for_event empty,
- * get_event_status SE_EVENT_COMPLETE) and DirectML's no-op events. TF then
- * reads device-to-host copies before they ran and starts dependent work
- * early: silent data races, not errors.
+ * get_event_status SE_EVENT_COMPLETE) and DirectML's no-op events. TF's
+ * EventMgr then runs copy completions at once: consumers read host buffers
+ * before the device-to-host copy landed and source tensors are freed while
+ * still read. Silent corruption, not errors.
+ *
  * Expected grade: required failure "event.pending_until_work_done"
- * (callback get_event_status / wait_for_event).
+ * (callback get_event_status).
  */
 #include "mini.h"
 

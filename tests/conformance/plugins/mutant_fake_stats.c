@@ -2,8 +2,11 @@
  * mutant_fake_stats.c - allocator stats with made-up numbers.
  *
  * Peer: the RFC sample plugin (bytes_in_use = 123) and Intel ITEX's
- * fallback, which copies it. TF accepts the numbers; memory tooling
- * (tf.config.experimental.get_memory_info, the profiler) shows nonsense.
+ * fallback, which copies it (notes/peers.md). TF accepts the numbers. TF
+ * 2.21's PluggableDevice code never reads them (get_memory_info reports TF's
+ * own allocator, tf-facts-12.md section 3); other StreamExecutor users (XLA's
+ * device allocator, PJRT clients) would report nonsense.
+ *
  * Expected grade: "allocator_stats.tracks_allocations" (callback
  * get_allocator_stats), graded recommended.
  */

@@ -1,11 +1,14 @@
 /*
  * mutant_leak_stream.c - destroy_stream that releases nothing.
  *
- * Peer: "create/destroy pairs that leak", one of the anti-patterns common
- * to the peers (notes/peers.md), not tied to one plugin. Here the stream's
- * worker thread, its queue and its handle all leak: TF creates and destroys
- * streams per session, so a long-running process accumulates threads. Expected
- * grade: recommended failure "stream.destroy_releases" (callback
+ * Peer: "create/destroy pairs that leak", one of the anti-patterns common to
+ * the peers (notes/peers.md), not tied to one plugin. Here the stream's
+ * worker thread, its queue and its handle all leak. TF 2.21 itself keeps the
+ * streams it creates (StreamGroupFactory never destroys them); any other host
+ * of the plugin that creates and destroys streams (tools, tests, this
+ * harness) accumulates threads.
+ *
+ * Expected grade: recommended failure "stream.destroy_releases" (callback
  * destroy_stream); result "pass".
  */
 #include "mini.h"

@@ -2,12 +2,13 @@
  * mutant_memcpy_sync.c - asynchronous copies done at once on the calling
  * thread, ignoring the stream and the work queued on it.
  *
- * Peer: the RFC sample plugin (every memcpy_* a plain memcpy). TF enqueues
- * a device-to-host copy behind the kernel that produces the data, so the
- * copy reads the buffer before the kernel wrote it. All three directions
- * are synchronous here, as in the sample: with only dtoh and htod
- * synchronous, a queued dtod between them would also corrupt the data of
- * a plain copy test, a second symptom of the same mistake.
+ * Peer: the RFC sample plugin (every memcpy_* a plain memcpy). TF enqueues a
+ * device-to-host copy on its D2H stream behind a dependency on the compute
+ * stream, so the copy reads the buffer before the kernel wrote it. All three
+ * directions are synchronous here, as in the sample: with only dtoh and htod
+ * synchronous, a queued dtod between them would also corrupt the data of a
+ * plain copy test, a second symptom of the same mistake.
+ *
  * Expected grade: required failure "memcpy.stream_order" (callback
  * memcpy_dtoh).
  */

@@ -1,10 +1,11 @@
 /*
  * mutant_no_stats.c - get_allocator_stats returns false.
  *
- * Peer: the DirectML plugin. TF treats false as "no stats" and carries on;
- * users lose memory statistics. Legal, so not a failure of the run.
- * Expected grade: recommended failure "allocator_stats.available"
- * (callback get_allocator_stats); result "pass".
+ * Peer: the DirectML plugin. TF treats false as "no stats" and carries on.
+ * Legal, so not a failure of the run.
+ *
+ * Expected grade: recommended failure "allocator_stats.available" (callback
+ * get_allocator_stats); result "pass".
  */
 #include "mini.h"
 

@@ -2,10 +2,13 @@
  * mutant_status_unset.c - get_stream_status always OK, even after a host
  * callback failed on the stream.
  *
- * Peer: the RFC sample plugin (its stream callbacks are empty no-ops). TF asks
- * the stream's status to decide whether its work failed; OK here means a failed
- * step is reported as a success. Expected grade: required failure
- * "stream_status.reports_callback_error" (callback get_stream_status).
+ * Peer: the RFC sample plugin (its stream callbacks are empty no-ops).
+ * Stream::RefreshStatus reads it to mark a stream bad for good (no caller was
+ * found in TF 2.21's PluggableDevice code, tf-facts-12.md section 7); OK here
+ * hides a failed callback from every caller that asks.
+ *
+ * Expected grade: required failure "stream_status.reports_callback_error"
+ * (callback get_stream_status).
  */
 #include "mini.h"
 

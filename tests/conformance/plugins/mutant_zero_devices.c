@@ -4,6 +4,7 @@
  * Peer: every vendor plugin on a machine without its hardware (DirectML
  * without a DirectX adapter, Intel ITEX without a GPU). TF allows it and
  * creates no device. Legal.
+ *
  * Expected grade: result "pass", device tests skipped with the reason
  * (0 devices); with --require-devices 1, required failure
  * "devices.count_at_least" and result "fail".
