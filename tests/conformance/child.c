@@ -181,8 +181,12 @@ void conf_run_child(conf_env* e, const char* name) {
             name);
     abort();
   }
-  conf_note("child %s: %s %s", name, c->env[0] ? c->env[0] : "",
-            c->env[1] ? c->env[1] : "");
+  char vars[256] = "";
+  for (int i = 0; i < 4 && c->env[i] != NULL; i++) {
+    size_t used = strlen(vars);
+    snprintf(vars + used, sizeof(vars) - used, " %s", c->env[i]);
+  }
+  conf_note("child %s:%s", name, vars);
   char* args[48];
   int n = forward_args(e, args, 40);
   args[n++] = "--child-case";
