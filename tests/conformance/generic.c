@@ -23,144 +23,144 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* strnlen under -std=c11 */
 #endif
+#include "generic.h"
+
 #include <dirent.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "conformance.h"
-#include "generic.h"
 
-#define GENERIC_RULES(X)                                                      \
-  GENERIC_SHARED_RULES(X)                                                     \
-  X(R_TYPE_REGEX, "harness.device_type_regex", REQUIRED, "(the harness)",     \
-    "The harness's copy of TF's device_utils::ValidateDeviceType "           \
-    "([A-Z][A-Z_]*) accepts and rejects TF's own examples: the registration " \
-    "rules platform.name_valid and platform.type_valid rely on it.")         \
-  X(R_COUNT_STABLE, "devices.count_stable", REQUIRED, "get_device_count",     \
-    "get_device_count returns OK and the same count on every call: TF asks " \
-    "again when it creates each device and its allocator "                    \
-    "(CreatePluggableDevice, GetPluggableDeviceAllocator), and "             \
-    "tsl::CheckValidTfDeviceId CHECK-fails (aborts) on an ordinal outside "  \
-    "a count that shrank.")                                                  \
-  X(R_ORDINAL, "device.ordinal", RECOMMENDED, "create_device",                \
-    "SP_Device.ordinal is the ordinal TF asked for "                         \
-    "(SE_CreateDeviceParams.ordinal): TF keeps its own ordinal and does not " \
-    "read it back, but the plugin's callbacks only get the SP_Device.")      \
-  X(R_DESCRIPTION, "device.description", RECOMMENDED,                         \
-    "SP_Device.hardware_name / device_vendor / pci_bus_id",                   \
-    "When set, hardware_name and device_vendor are printable NUL-terminated " \
-    "strings and pci_bus_id reads DDDD:BB:DD.F: "                            \
-    "CStreamExecutor::CreateDeviceDescription copies them into the "         \
-    "DeviceDescription TF logs and shows as physical_device_desc, without "  \
-    "validating them.")                                                      \
-  X(R_HANDLES, "device.handles_distinct", RECOMMENDED, "create_device",       \
-    "Devices that set device_handle have distinct handles: TF passes only "  \
-    "the SP_Device back to every callback, so the handle is how the plugin " \
-    "tells its devices apart.")                                              \
-  X(R_NUMA, "device_fns.numa_node", RECOMMENDED, "get_numa_node",             \
-    "get_numa_node returns a node >= 0, or -1 when unknown, as the header "  \
-    "documents; TF 2.21 treats any negative value as unknown "               \
-    "(CreateDeviceDescription).")                                            \
-  X(R_GFLOPS, "device_fns.gflops_finite", RECOMMENDED, "get_gflops",          \
-    "get_gflops returns a finite number: TF copies it into the "             \
-    "DeviceDescription that cost models read.")                              \
-  X(R_ALLOC_STRUCT, "allocate.struct_size", RECOMMENDED, "allocate",          \
-    "allocate leaves a non-zero struct_size in the SP_DeviceMemoryBase TF "  \
-    "passes: CStreamExecutor::Allocate's ValidateSPDeviceMemoryBase logs an " \
-    "error otherwise.")                                                      \
-  X(R_DISTINCT, "allocate.distinct", REQUIRED, "allocate",                    \
-    "Live allocations have distinct addresses: TF's DeviceMemAllocator "     \
-    "hands each one to its own tensor, so a repeated address makes two "     \
-    "tensors share memory.")                                                 \
-  X(R_DEALLOC_SIZE0, "deallocate.ignores_size", REQUIRED, "deallocate",       \
-    "deallocate releases the memory when the SP_DeviceMemoryBase it gets "   \
-    "has size 0: TF's DeviceMemAllocator::Free (under both the BFC and the " \
-    "simple allocator) passes DeviceMemoryBase(ptr), whose size is 0, so a " \
-    "plugin that frees by size leaks every allocation.")                     \
-  X(R_DEALLOC_NULL, "deallocate.null_ok", RECOMMENDED, "deallocate",          \
-    "deallocate of a NULL opaque returns without harm, as the header "       \
-    "permits; TF's DeviceMemAllocator::Free skips NULL, so only other "      \
-    "callers of StreamExecutor::Deallocate rely on it.")                     \
-  X(R_ALLOC_ZERO, "allocate.size_zero", RECOMMENDED, "allocate",              \
-    "allocate(0) and the deallocate of its result return without harm: "     \
-    "TF's DeviceMemAllocator::Alloc never asks for 0 bytes, other callers "  \
-    "of StreamExecutor::Allocate may.")                                      \
-  X(R_UNIFIED, "unified_memory.usable", RECOMMENDED,                          \
-    "unified_memory_allocate",                                                \
-    "With supports_unified_memory set, unified_memory_allocate returns "     \
-    "host-writable memory: ValidateSPStreamExecutor requires the callbacks " \
-    "then, but TF 2.21's PluggableDevice refuses unified memory (\"Unified " \
-    "memory is not supported yet.\"), so only other callers use it.")       \
-  X(R_STATS_AVAILABLE, "allocator_stats.available", RECOMMENDED,              \
-    "get_allocator_stats",                                                    \
-    "get_allocator_stats returns true: CStreamExecutor::GetAllocatorStats "  \
-    "turns false into \"no stats\" and TF carries on. TF 2.21's "            \
-    "PluggableDevice never asks (the stats users see come from TF's own "    \
-    "allocator); tools that ask the stream executor get nothing.")           \
-  X(R_STATS_CONSISTENT, "allocator_stats.consistent", RECOMMENDED,            \
-    "get_allocator_stats",                                                    \
-    "The stats keep struct_size (ValidateSPAllocatorStats drops them "       \
-    "otherwise), are not negative, peak >= in use, and a bytes_limit, when " \
-    "set, is positive, holds bytes_in_use and fits device_memory_usage's "   \
-    "total.")                                                                \
-  X(R_STATS_TRACK, "allocator_stats.tracks_allocations", RECOMMENDED,         \
-    "get_allocator_stats",                                                    \
-    "bytes_in_use, num_allocs, peak_bytes_in_use and largest_alloc_size "    \
-    "follow allocate and deallocate. TF 2.21 never reads the plugin's "      \
-    "stats (no PluggableDevice code calls get_allocator_stats; "             \
-    "get_memory_info reports TF's own allocator), so made-up numbers "       \
-    "mislead only tools that ask the stream executor directly.")             \
-  X(R_MEM_USAGE, "device_memory_usage.returns_true", REQUIRED,                \
-    "device_memory_usage",                                                    \
-    "device_memory_usage returns true: SingleVirtualDeviceMemoryLimit "      \
-    "(pluggable_device_factory.cc) turns false into \"Failed to query "      \
-    "available memory for PluggableDevice\", which fails device creation "   \
-    "and with it every session and eager context.")                          \
-  X(R_MEM_VALUES, "device_memory_usage.values", RECOMMENDED,                  \
-    "device_memory_usage",                                                    \
-    "total > 0, 0 <= free <= total, the total stays the same and free does " \
-    "not shrink when memory is released: TF sizes the device's BFC "         \
-    "allocator from free (or total times per_process_gpu_memory_fraction) "  \
-    "without checking, so invented numbers give the device a wrong memory "  \
-    "limit.")                                                                \
-  X(R_STREAMS_DISTINCT, "stream.distinct", REQUIRED, "create_stream",         \
-    "Live streams are distinct handles: TF creates a compute stream and "    \
-    "separate host-to-device, device-to-host and device-to-device streams "  \
-    "per device and orders them only through dependencies and events.")      \
-  X(R_DESTROY_RELEASES, "stream.destroy_releases", RECOMMENDED,               \
-    "destroy_stream / destroy_event",                                         \
-    "Creating and destroying 32 streams and 256 events leaves no threads "   \
-    "(/proc/self/task) or file descriptors behind. TF 2.21 keeps a "         \
-    "device's streams for the life of the process and pools its events, "    \
-    "so a leak costs little there; any caller that creates and destroys "    \
-    "them (tests, tools, a long-lived process reinitializing devices) "      \
-    "accumulates threads until the process fails.")                          \
-  X(R_DEP_ORDER, "stream_dependency.orders", REQUIRED,                        \
-    "create_stream_dependency",                                               \
-    "create_stream_dependency returns OK, and work enqueued on the "         \
-    "dependent stream afterwards starts only after the work enqueued on "    \
-    "the other stream before the call finished: TF's copies wait for the "   \
-    "compute stream this way (CStream::WaitFor(Stream*) in "                 \
-    "PluggableDeviceUtil), so ignoring it copies tensors before the "        \
-    "kernels producing them ran.")                                           \
-  X(R_DEP_SNAPSHOT, "stream_dependency.only_earlier_work", RECOMMENDED,       \
-    "create_stream_dependency",                                               \
-    "The dependent stream waits only for work enqueued on the other stream " \
-    "before the call (Stream::WaitFor, as cudaStreamWaitEvent): waiting for " \
-    "later work too serializes TF's copy streams behind its compute "        \
-    "stream.")                                                               \
-  X(R_WAIT_UNRECORDED, "event.wait_unrecorded", RECOMMENDED,                  \
-    "wait_for_event",                                                         \
-    "wait_for_event on an event never recorded returns OK and waits for "    \
-    "nothing, as in CUDA; TF 2.21 always records before it waits.")          \
-  X(R_EVENT_COMPLETES, "event.completes", REQUIRED,                           \
-    "get_event_status",                                                       \
-    "Once the work recorded before an event has run, get_event_status "      \
-    "says SE_EVENT_COMPLETE: EventMgr polls it until then, and the copies "  \
-    "and tensor frees waiting on it never finish otherwise.")                \
-  X(R_EVENT_REUSE, "event.reusable", REQUIRED, "record_event",                \
-    "An event can be recorded again after it completed and completes "       \
+#define GENERIC_RULES(X)                                                       \
+  GENERIC_SHARED_RULES(X)                                                      \
+  X(R_TYPE_REGEX, "harness.device_type_regex", REQUIRED, "(the harness)",      \
+    "The harness's copy of TF's device_utils::ValidateDeviceType "             \
+    "([A-Z][A-Z_]*) accepts and rejects TF's own examples: the registration "  \
+    "rules platform.name_valid and platform.type_valid rely on it.")           \
+  X(R_COUNT_STABLE, "devices.count_stable", REQUIRED, "get_device_count",      \
+    "get_device_count returns OK and the same count on every call: TF asks "   \
+    "again when it creates each device and its allocator "                     \
+    "(CreatePluggableDevice, GetPluggableDeviceAllocator), and "               \
+    "tsl::CheckValidTfDeviceId CHECK-fails (aborts) on an ordinal outside "    \
+    "a count that shrank.")                                                    \
+  X(R_ORDINAL, "device.ordinal", RECOMMENDED, "create_device",                 \
+    "SP_Device.ordinal is the ordinal TF asked for "                           \
+    "(SE_CreateDeviceParams.ordinal): TF keeps its own ordinal and does not "  \
+    "read it back, but the plugin's callbacks only get the SP_Device.")        \
+  X(R_DESCRIPTION, "device.description", RECOMMENDED,                          \
+    "SP_Device.hardware_name / device_vendor / pci_bus_id",                    \
+    "When set, hardware_name and device_vendor are printable NUL-terminated "  \
+    "strings and pci_bus_id reads DDDD:BB:DD.F: "                              \
+    "CStreamExecutor::CreateDeviceDescription copies them into the "           \
+    "DeviceDescription TF logs and shows as physical_device_desc, without "    \
+    "validating them.")                                                        \
+  X(R_HANDLES, "device.handles_distinct", RECOMMENDED, "create_device",        \
+    "Devices that set device_handle have distinct handles: TF passes only "    \
+    "the SP_Device back to every callback, so the handle is how the plugin "   \
+    "tells its devices apart.")                                                \
+  X(R_NUMA, "device_fns.numa_node", RECOMMENDED, "get_numa_node",              \
+    "get_numa_node returns a node >= 0, or -1 when unknown, as the header "    \
+    "documents; TF 2.21 treats any negative value as unknown "                 \
+    "(CreateDeviceDescription).")                                              \
+  X(R_GFLOPS, "device_fns.gflops_finite", RECOMMENDED, "get_gflops",           \
+    "get_gflops returns a finite number: TF copies it into the "               \
+    "DeviceDescription that cost models read.")                                \
+  X(R_ALLOC_STRUCT, "allocate.struct_size", RECOMMENDED, "allocate",           \
+    "allocate leaves a non-zero struct_size in the SP_DeviceMemoryBase TF "    \
+    "passes: CStreamExecutor::Allocate's ValidateSPDeviceMemoryBase logs an "  \
+    "error otherwise.")                                                        \
+  X(R_DISTINCT, "allocate.distinct", REQUIRED, "allocate",                     \
+    "Live allocations have distinct addresses: TF's DeviceMemAllocator "       \
+    "hands each one to its own tensor, so a repeated address makes two "       \
+    "tensors share memory.")                                                   \
+  X(R_DEALLOC_SIZE0, "deallocate.ignores_size", REQUIRED, "deallocate",        \
+    "deallocate releases the memory when the SP_DeviceMemoryBase it gets "     \
+    "has size 0: TF's DeviceMemAllocator::Free (under both the BFC and the "   \
+    "simple allocator) passes DeviceMemoryBase(ptr), whose size is 0, so a "   \
+    "plugin that frees by size leaks every allocation.")                       \
+  X(R_DEALLOC_NULL, "deallocate.null_ok", RECOMMENDED, "deallocate",           \
+    "deallocate of a NULL opaque returns without harm, as the header "         \
+    "permits; TF's DeviceMemAllocator::Free skips NULL, so only other "        \
+    "callers of StreamExecutor::Deallocate rely on it.")                       \
+  X(R_ALLOC_ZERO, "allocate.size_zero", RECOMMENDED, "allocate",               \
+    "allocate(0) and the deallocate of its result return without harm: "       \
+    "TF's DeviceMemAllocator::Alloc never asks for 0 bytes, other callers "    \
+    "of StreamExecutor::Allocate may.")                                        \
+  X(R_UNIFIED, "unified_memory.usable", RECOMMENDED,                           \
+    "unified_memory_allocate",                                                 \
+    "With supports_unified_memory set, unified_memory_allocate returns "       \
+    "host-writable memory: ValidateSPStreamExecutor requires the callbacks "   \
+    "then, but TF 2.21's PluggableDevice refuses unified memory (\"Unified "   \
+    "memory is not supported yet.\"), so only other callers use it.")          \
+  X(R_STATS_AVAILABLE, "allocator_stats.available", RECOMMENDED,               \
+    "get_allocator_stats",                                                     \
+    "get_allocator_stats returns true: CStreamExecutor::GetAllocatorStats "    \
+    "turns false into \"no stats\" and TF carries on. TF 2.21's "              \
+    "PluggableDevice never asks (the stats users see come from TF's own "      \
+    "allocator); tools that ask the stream executor get nothing.")             \
+  X(R_STATS_CONSISTENT, "allocator_stats.consistent", RECOMMENDED,             \
+    "get_allocator_stats",                                                     \
+    "The stats keep struct_size (ValidateSPAllocatorStats drops them "         \
+    "otherwise), are not negative, peak >= in use, and a bytes_limit, when "   \
+    "set, is positive, holds bytes_in_use and fits device_memory_usage's "     \
+    "total.")                                                                  \
+  X(R_STATS_TRACK, "allocator_stats.tracks_allocations", RECOMMENDED,          \
+    "get_allocator_stats",                                                     \
+    "bytes_in_use, num_allocs, peak_bytes_in_use and largest_alloc_size "      \
+    "follow allocate and deallocate. TF 2.21 never reads the plugin's "        \
+    "stats (no PluggableDevice code calls get_allocator_stats; "               \
+    "get_memory_info reports TF's own allocator), so made-up numbers "         \
+    "mislead only tools that ask the stream executor directly.")               \
+  X(R_MEM_USAGE, "device_memory_usage.returns_true", REQUIRED,                 \
+    "device_memory_usage",                                                     \
+    "device_memory_usage returns true: SingleVirtualDeviceMemoryLimit "        \
+    "(pluggable_device_factory.cc) turns false into \"Failed to query "        \
+    "available memory for PluggableDevice\", which fails device creation "     \
+    "and with it every session and eager context.")                            \
+  X(R_MEM_VALUES, "device_memory_usage.values", RECOMMENDED,                   \
+    "device_memory_usage",                                                     \
+    "total > 0, 0 <= free <= total, the total stays the same and free does "   \
+    "not shrink when memory is released: TF sizes the device's BFC "           \
+    "allocator from free (or total times per_process_gpu_memory_fraction) "    \
+    "without checking, so invented numbers give the device a wrong memory "    \
+    "limit.")                                                                  \
+  X(R_STREAMS_DISTINCT, "stream.distinct", REQUIRED, "create_stream",          \
+    "Live streams are distinct handles: TF creates a compute stream and "      \
+    "separate host-to-device, device-to-host and device-to-device streams "    \
+    "per device and orders them only through dependencies and events.")        \
+  X(R_DESTROY_RELEASES, "stream.destroy_releases", RECOMMENDED,                \
+    "destroy_stream / destroy_event",                                          \
+    "Creating and destroying 32 streams and 256 events leaves no threads "     \
+    "(/proc/self/task) or file descriptors behind. TF 2.21 keeps a "           \
+    "device's streams for the life of the process and pools its events, "      \
+    "so a leak costs little there; any caller that creates and destroys "      \
+    "them (tests, tools, a long-lived process reinitializing devices) "        \
+    "accumulates threads until the process fails.")                            \
+  X(R_DEP_ORDER, "stream_dependency.orders", REQUIRED,                         \
+    "create_stream_dependency",                                                \
+    "create_stream_dependency returns OK, and work enqueued on the "           \
+    "dependent stream afterwards starts only after the work enqueued on "      \
+    "the other stream before the call finished: TF's copies wait for the "     \
+    "compute stream this way (CStream::WaitFor(Stream*) in "                   \
+    "PluggableDeviceUtil), so ignoring it copies tensors before the "          \
+    "kernels producing them ran.")                                             \
+  X(R_DEP_SNAPSHOT, "stream_dependency.only_earlier_work", RECOMMENDED,        \
+    "create_stream_dependency",                                                \
+    "The dependent stream waits only for work enqueued on the other stream "   \
+    "before the call (Stream::WaitFor, as cudaStreamWaitEvent): waiting for "  \
+    "later work too serializes TF's copy streams behind its compute "          \
+    "stream.")                                                                 \
+  X(R_WAIT_UNRECORDED, "event.wait_unrecorded", RECOMMENDED, "wait_for_event", \
+    "wait_for_event on an event never recorded returns OK and waits for "      \
+    "nothing, as in CUDA; TF 2.21 always records before it waits.")            \
+  X(R_EVENT_COMPLETES, "event.completes", REQUIRED, "get_event_status",        \
+    "Once the work recorded before an event has run, get_event_status "        \
+    "says SE_EVENT_COMPLETE: EventMgr polls it until then, and the copies "    \
+    "and tensor frees waiting on it never finish otherwise.")                  \
+  X(R_EVENT_REUSE, "event.reusable", REQUIRED, "record_event",                 \
+    "An event can be recorded again after it completed and completes "         \
     "again: TF's EventMgr keeps a pool of events and re-records them.")
 CONF_RULES_SHARED(conf_generic_rules, GENERIC_RULES)
 
@@ -174,16 +174,11 @@ CONF_RULES_SHARED(conf_generic_rules, GENERIC_RULES)
 
 const char* generic_event_status_name(SE_EventStatus s) {
   switch (s) {
-    case SE_EVENT_UNKNOWN:
-      return "SE_EVENT_UNKNOWN";
-    case SE_EVENT_ERROR:
-      return "SE_EVENT_ERROR";
-    case SE_EVENT_PENDING:
-      return "SE_EVENT_PENDING";
-    case SE_EVENT_COMPLETE:
-      return "SE_EVENT_COMPLETE";
-    default:
-      return "a value outside SE_EventStatus";
+    case SE_EVENT_UNKNOWN: return "SE_EVENT_UNKNOWN";
+    case SE_EVENT_ERROR: return "SE_EVENT_ERROR";
+    case SE_EVENT_PENDING: return "SE_EVENT_PENDING";
+    case SE_EVENT_COMPLETE: return "SE_EVENT_COMPLETE";
+    default: return "a value outside SE_EventStatus";
   }
 }
 
@@ -191,8 +186,8 @@ int generic_callbacks_run(conf_env* e, SP_Stream s) {
   /* Static: a plugin that runs the callback after the wait returned writes
    * here, never into a stack frame that is gone. */
   static conf_probe p;
-  if (!EXPECT(R_HOST_CB_TRUE, conf_enqueue_probe(e, 0, s, &p, -1, 0, TF_OK,
-                                                 NULL),
+  if (!EXPECT(R_HOST_CB_TRUE,
+              conf_enqueue_probe(e, 0, s, &p, -1, 0, TF_OK, NULL),
               "host_callback returned false for a callback on an idle "
               "stream")) {
     return 0;
@@ -204,9 +199,10 @@ int generic_callbacks_run(conf_env* e, SP_Stream s) {
     return 0;
   }
   if (conf_probe_get(&p).ran == 0) {
-    conf_skip("a host callback had not run when its stream reported done "
-              "(host_callback.runs, graded in generic.host_callback); this "
-              "test holds work at a gate with host callbacks");
+    conf_skip(
+        "a host callback had not run when its stream reported done "
+        "(host_callback.runs, graded in generic.host_callback); this "
+        "test holds work at a gate with host callbacks");
     return 0;
   }
   return 1;
@@ -220,9 +216,9 @@ static void test_type_regex(conf_env* e) {
   static const struct {
     const char* s;
     int valid;
-  } cases[] = {{"MY_DEVICE", 1},    {"GPU", 1},      {"INVALID:NAME", 0},
-               {"INVALID/", 0},     {"INVALID;", 0}, {"Gpu", 0},
-               {"GPU2", 0},         {"_GPU", 0},     {"", 0}};
+  } cases[] = {{"MY_DEVICE", 1}, {"GPU", 1},      {"INVALID:NAME", 0},
+               {"INVALID/", 0},  {"INVALID;", 0}, {"Gpu", 0},
+               {"GPU2", 0},      {"_GPU", 0},     {"", 0}};
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     EXPECT(R_TYPE_REGEX, conf_valid_device_type(cases[i].s) == cases[i].valid,
            "the harness %s \"%s\"; TF %s it",
@@ -384,8 +380,9 @@ static void test_allocate(conf_env* e) {
            (long long)before.bytes_in_use, (long long)during.bytes_in_use,
            (long long)after.bytes_in_use);
   } else {
-    conf_note("deallocate with size 0 not checked: the allocator stats do "
-              "not follow allocations");
+    conf_note(
+        "deallocate with size 0 not checked: the allocator stats do "
+        "not follow allocations");
   }
 
   /* "Deallocation of a nullptr-representative value is permitted." */
@@ -446,12 +443,21 @@ static void test_unified_memory(conf_env* e) {
   }
 }
 
+/* The four counters of s, for messages. */
+static void stats_text(const SP_AllocatorStats* s, char* buf, size_t n) {
+  snprintf(buf, n,
+           "bytes_in_use %lld, peak_bytes_in_use %lld, largest_alloc_size "
+           "%lld, num_allocs %lld",
+           (long long)s->bytes_in_use, (long long)s->peak_bytes_in_use,
+           (long long)s->largest_alloc_size, (long long)s->num_allocs);
+}
+
 /* `when` says which call the stats came from ("before allocating"). */
 static void check_stats_sane(const SP_AllocatorStats* s, const char* when) {
   EXPECT(R_STATS_CONSISTENT, s->struct_size != 0,
          "get_allocator_stats (%s) set struct_size to 0", when);
-  EXPECT(R_STATS_CONSISTENT, s->bytes_in_use >= 0,
-         "bytes_in_use %lld (%s)", (long long)s->bytes_in_use, when);
+  EXPECT(R_STATS_CONSISTENT, s->bytes_in_use >= 0, "bytes_in_use %lld (%s)",
+         (long long)s->bytes_in_use, when);
   EXPECT(R_STATS_CONSISTENT, s->num_allocs >= 0, "num_allocs %lld (%s)",
          (long long)s->num_allocs, when);
   EXPECT(R_STATS_CONSISTENT, s->peak_bytes_in_use >= s->bytes_in_use,
@@ -489,27 +495,33 @@ static void test_allocator_stats(conf_env* e) {
                   "allocate(1 MiB)");
   }
   if (have) {
+    char was[160], now[160];
     check_stats_sane(&s1, "after allocate(1 MiB)");
+    stats_text(&s0, was, sizeof(was));
+    stats_text(&s1, now, sizeof(now));
     EXPECT(R_STATS_TRACK, s1.bytes_in_use >= s0.bytes_in_use + (int64_t)MIB,
-           "bytes_in_use %lld before allocate(1 MiB) and %lld after it",
-           (long long)s0.bytes_in_use, (long long)s1.bytes_in_use);
+           "bytes_in_use grew by %lld, not by 1 MiB, when allocate(1 MiB) "
+           "succeeded (before: %s; after: %s)",
+           (long long)(s1.bytes_in_use - s0.bytes_in_use), was, now);
     EXPECT(R_STATS_TRACK, s1.num_allocs >= s0.num_allocs + 1,
-           "num_allocs %lld before allocate(1 MiB) and %lld after it",
-           (long long)s0.num_allocs, (long long)s1.num_allocs);
+           "num_allocs did not grow when allocate(1 MiB) succeeded (before: "
+           "%s; after: %s)",
+           was, now);
     EXPECT(R_STATS_TRACK,
            s1.peak_bytes_in_use >= s0.bytes_in_use + (int64_t)MIB,
-           "peak_bytes_in_use %lld after allocate(1 MiB) with %lld bytes in "
-           "use before it",
-           (long long)s1.peak_bytes_in_use, (long long)s0.bytes_in_use);
+           "peak_bytes_in_use is below the bytes in use once allocate(1 MiB) "
+           "succeeded (before: %s; after: %s)",
+           was, now);
     EXPECT(R_STATS_TRACK, s1.largest_alloc_size >= (int64_t)MIB,
-           "largest_alloc_size %lld after allocate(1 MiB)",
-           (long long)s1.largest_alloc_size);
+           "largest_alloc_size is below 1 MiB after allocate(1 MiB) (after: "
+           "%s)",
+           now);
   }
 
   int64_t free1 = -1, total1 = -1;
-  int usage1 = EXPECT(R_MEM_USAGE, e->se.device_memory_usage(D0, &free1,
-                                                             &total1),
-                      "device_memory_usage returned false (1 MiB allocated)");
+  int usage1 =
+      EXPECT(R_MEM_USAGE, e->se.device_memory_usage(D0, &free1, &total1),
+             "device_memory_usage returned false (1 MiB allocated)");
   conf_free(e, 0, &m);
 
   if (have) {
@@ -519,13 +531,17 @@ static void test_allocator_stats(conf_env* e) {
                   "deallocate");
     if (have) {
       check_stats_sane(&s2, "after deallocate");
+      char was[160], now[160];
+      stats_text(&s1, was, sizeof(was));
+      stats_text(&s2, now, sizeof(now));
       EXPECT(R_STATS_TRACK, s2.bytes_in_use <= s1.bytes_in_use - (int64_t)MIB,
-             "bytes_in_use %lld with 1 MiB allocated and %lld after it was "
-             "deallocated",
-             (long long)s1.bytes_in_use, (long long)s2.bytes_in_use);
+             "bytes_in_use fell by %lld, not by 1 MiB, when the 1 MiB "
+             "allocation was deallocated (before: %s; after: %s)",
+             (long long)(s1.bytes_in_use - s2.bytes_in_use), was, now);
       EXPECT(R_STATS_TRACK, s2.peak_bytes_in_use >= s1.peak_bytes_in_use,
-             "peak_bytes_in_use fell from %lld to %lld",
-             (long long)s1.peak_bytes_in_use, (long long)s2.peak_bytes_in_use);
+             "peak_bytes_in_use fell when memory was deallocated (before: "
+             "%s; after: %s)",
+             was, now);
       s1 = s2;
     }
   }
@@ -618,16 +634,20 @@ static void test_create_destroy(conf_env* e) {
     if (s == NULL) break;
     conf_stream_free(e, 0, s); /* as ~CStream: wait, then destroy */
   }
+  /* One check for the loop: 256 identical passes say nothing more. */
+  TF_Code code = TF_OK;
+  SP_Event x = NULL;
   for (; events < kEvents; events++) {
-    SP_Event x = NULL;
+    x = NULL;
     e->se.create_event(D0, &x, conf_st(e));
-    if (!EXPECT_OK(R_EVENT_CREATE, e->st, "create_event")) break;
-    if (!EXPECT(R_EVENT_CREATE, x != NULL,
-                "create_event returned OK and left the event NULL")) {
-      break;
-    }
+    code = conf_status_code(e->st);
+    if (code != TF_OK || x == NULL) break;
     e->se.destroy_event(D0, x);
   }
+  EXPECT(R_EVENT_CREATE, events == kEvents,
+         "create_event #%d (each earlier one destroyed) returned %s%s%s",
+         events + 1, conf_code_name(code), code == TF_OK ? "" : ": ",
+         code == TF_OK ? " and left the event NULL" : conf_status_msg(e->st));
   if (threads0 < 0 || fds0 < 0) return;
 
   const uint64_t t0 = conf_now_ns();
@@ -648,9 +668,9 @@ static void test_create_destroy(conf_env* e) {
          "destroy_event leaves threads running",
          threads, streams, events, threads0, waited_ms);
   EXPECT(R_DESTROY_RELEASES, fds <= fds0,
-         "%d open file descriptors after creating and destroying %d streams "
-         "and %d events, %d before (waited %ld ms)",
-         fds, streams, events, fds0, waited_ms);
+         "%d file descriptors leaked: %d open after creating and destroying "
+         "%d streams and %d events, %d before (waited %ld ms)",
+         fds - fds0, fds, streams, events, fds0, waited_ms);
 }
 
 /* Stream::WaitFor(Stream*): `dependent` does not start work enqueued after
@@ -775,15 +795,16 @@ static void test_events(conf_env* e) {
          "work recorded before the event was held at a gate",
          generic_event_status_name(st), SETTLE_MS);
   EXPECT(R_EVENT_PENDING, conf_probe_get(&pb).ran == 0,
-         "a host callback enqueued behind wait_for_event ran while the work "
-         "recorded before the event was held at a gate");
+         "a host callback enqueued behind wait_for_event ran before the "
+         "event could complete: the work recorded before the event was "
+         "held at a gate");
 
   conf_gate_open(0);
   e->se.block_host_for_event(D0, ev, conf_st(e));
   EXPECT_OK(R_STREAM_SYNC, e->st, "block_host_for_event");
   EXPECT(R_EVENT_PENDING, conf_probe_get(&pa).ran == 1,
-         "block_host_for_event returned before the work recorded ahead of "
-         "the event had run");
+         "block_host_for_event returned as if the event were complete "
+         "before the work recorded ahead of it had run");
   st = e->se.get_event_status(D0, ev);
   EXPECT(R_EVENT_COMPLETES, st == SE_EVENT_COMPLETE,
          "get_event_status returned %s after block_host_for_event returned",
@@ -800,7 +821,8 @@ static void test_events(conf_env* e) {
   if (ra.ran && rb.ran) {
     EXPECT(R_EVENT_PENDING, ra.order < rb.order,
            "the host callback behind wait_for_event finished (#%d) before the "
-           "work recorded ahead of the event (#%d)",
+           "work recorded ahead of the event (#%d): the event completed "
+           "early",
            rb.order, ra.order);
   }
 

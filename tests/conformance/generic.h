@@ -8,9 +8,9 @@
 
 #include "conformance.h"
 
-#define GENERIC_SHARED_RULES(X)                                               \
+#define GENERIC_SHARED_RULES(X)                                              \
   X(R_EVENT_PENDING, "event.pending_until_work_done", REQUIRED,              \
-    "get_event_status / block_host_for_event / wait_for_event",               \
+    "get_event_status / block_host_for_event / wait_for_event",              \
     "An event is not complete until the work enqueued before record_event "  \
     "has run: get_event_status says SE_EVENT_PENDING, block_host_for_event " \
     "does not return and work behind wait_for_event does not start. TF's "   \
@@ -23,14 +23,14 @@
     "healthy event: EventMgr::PollEvents LOG(FATAL)s (aborts the process) "  \
     "on SE_EVENT_ERROR or any other value.")                                 \
   X(R_NO_BLOCK, "stream.enqueue_does_not_block", RECOMMENDED,                \
-    "record_event / wait_for_event / create_stream_dependency / memcpy_*",    \
+    "record_event / wait_for_event / create_stream_dependency / memcpy_*",   \
     "Enqueueing work returns without waiting for the work queued ahead of "  \
     "it (copies into host_memory_allocate'd buffers included): TF enqueues " \
     "copies and events from its executor threads and keeps going; a "        \
     "blocking enqueue does not break TF 2.21 but serializes host and "       \
-    "device, so kernels and copies no longer overlap.") \
-  X(R_HOST_MEM, "host_memory.usable", REQUIRED,                               \
-    "host_memory_allocate / host_memory_deallocate",                          \
+    "device, so kernels and copies no longer overlap.")                      \
+  X(R_HOST_MEM, "host_memory.usable", REQUIRED,                              \
+    "host_memory_allocate / host_memory_deallocate",                         \
     "host_memory_allocate returns distinct, host-writable memory of the "    \
     "size asked: TF's host allocator for the device "                        \
     "(PluggableDeviceProcessState::GetPluggableDeviceHostAllocator) gives "  \

@@ -14,90 +14,90 @@
 #define _GNU_SOURCE /* under -std=c11 */
 #endif
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "conformance.h"
 #include "generic.h"
 
-#define GENERIC_WORK_RULES(X)                                                 \
-  X(R_COPY_DATA, "memcpy.copies_data", REQUIRED,                              \
-    "memcpy_htod / memcpy_dtod / memcpy_dtoh",                                \
-    "Asynchronous copies deliver every source byte, at odd sizes and "       \
-    "between sub-buffers at byte offsets: TF's tensor copies "               \
-    "(PluggableDeviceUtil, CStream::Memcpy) and its slices (a "              \
-    "DeviceMemoryBase pointing into a larger buffer) depend on it.")         \
+#define GENERIC_WORK_RULES(X)                                                  \
+  X(R_COPY_DATA, "memcpy.copies_data", REQUIRED,                               \
+    "memcpy_htod / memcpy_dtod / memcpy_dtoh",                                 \
+    "Asynchronous copies deliver every source byte, at odd sizes and "         \
+    "between sub-buffers at byte offsets: TF's tensor copies "                 \
+    "(PluggableDeviceUtil, CStream::Memcpy) and its slices (a "                \
+    "DeviceMemoryBase pointing into a larger buffer) depend on it.")           \
   X(R_COPY_ZERO, "memcpy.size_zero", RECOMMENDED, "memcpy_htod / memcpy_dtoh", \
-    "A zero-byte copy returns OK and does nothing: PluggableDeviceUtil "     \
-    "skips the copy for empty tensors, other callers of CStream::Memcpy "    \
-    "may not.")                                                              \
-  X(R_SYNC_COPY, "sync_memcpy.copies", RECOMMENDED,                           \
-    "sync_memcpy_htod / sync_memcpy_dtoh / sync_memcpy_dtod",                 \
-    "Synchronous copies return OK with the data in place: "                  \
-    "ValidateSPStreamExecutor requires sync_memcpy_htod and "                \
-    "sync_memcpy_dtoh and CStreamExecutor::SynchronousMemcpy forwards to "   \
-    "them, but TF 2.21's PluggableDevice runtime does not call them "        \
-    "(sync_memcpy_dtod never: there is no synchronous device-to-device "     \
-    "copy in StreamExecutor).")                                              \
-  X(R_MEMSET_DATA, "memset.writes_bytes", RECOMMENDED,                        \
-    "mem_zero / memset / memset32",                                           \
-    "mem_zero, memset and memset32 write their value into exactly `size` "   \
-    "bytes of the (sub-)buffer and nothing else: ValidateSPStreamExecutor "  \
-    "requires all three and CStream::MemZero/Memset32 forward to them, but " \
-    "TF 2.21's PluggableDevice runtime does not call them.")                 \
-  X(R_CB_RUNS, "host_callback.runs", REQUIRED, "host_callback",               \
-    "A host callback for which host_callback returned true runs once, in "   \
-    "stream order, before the stream reports done: "                         \
-    "CStream::DoHostCallbackWithStatus hands over a context only "           \
-    "HostCallbackTrampoline frees, and stream.h makes callbacks occupy the " \
-    "stream like device work, so a dropped callback leaves whoever waits "   \
-    "for it waiting forever.")                                               \
-  X(R_CB_STATUS, "host_callback.gets_status", REQUIRED, "host_callback",      \
-    "The callback is called with a non-NULL TF_Status: TF passes none of "   \
-    "its own, and HostCallbackTrampoline writes the callback's result into " \
-    "the one it gets (Set_TF_Status_from_Status), so NULL crashes the "      \
-    "process.")                                                              \
-  X(R_CB_FRESH, "host_callback.fresh_status", RECOMMENDED, "host_callback",   \
-    "The TF_Status given to the callback is OK at entry (as TF's own test "  \
-    "plugin passes it): the trampoline overwrites it, but a status still "   \
-    "holding an earlier error hints that the plugin reads stale results.")   \
-  X(R_CB_ERROR, "stream_status.reports_callback_error", REQUIRED,             \
-    "get_stream_status",                                                      \
-    "After a host callback returned an error, get_stream_status reports an " \
-    "error: CStream::RefreshStatus latches it so the stream is no longer "   \
-    "ok(), which PluggableDeviceUtil's copies and SyncAll check; reporting " \
-    "OK turns a failed step into a success.")                                \
-  X(R_CB_ENQUEUE, "host_callback.may_enqueue", RECOMMENDED, "host_callback",  \
-    "A host callback can enqueue more work on its own stream without "       \
-    "deadlocking. TF 2.21 never does (its completion callbacks run on "      \
-    "EventMgr's thread pool, not in host callbacks) and CUDA forbids API "   \
-    "calls in host functions, but callers written for CPU-like devices do.") \
-  X(R_TIMER_FNS, "timer.callbacks", RECOMMENDED,                              \
-    "create_timer_fns / create_timer / start_timer / stop_timer",             \
-    "When timers are offered, create_timer_fns fills nanoseconds and the "   \
-    "timer callbacks are set and return OK. TF 2.21 never calls "            \
-    "create_timer_fns or the timer callbacks (CStream has no event-based "   \
-    "timer); profilers of other TF releases do.")                            \
-  X(R_TIMER_MEASURES, "timer.measures_stream_time", RECOMMENDED,              \
-    "SP_TimerFns.nanoseconds",                                                \
-    "A timer started and stopped around 2 ms of stream work reports at "     \
-    "least 1 ms and no more than the host saw pass.")                        \
-  X(R_SYNC_ALL, "synchronize_all.waits", REQUIRED,                            \
-    "synchronize_all_activity",                                               \
-    "synchronize_all_activity returns OK once the work on all the device's " \
-    "streams has finished: PluggableDevice::Sync (PluggableDeviceUtil::"     \
-    "SyncAll) calls it before TF reads results, and fails with \""           \
-    "PluggableDevice SyncAll failed.\" on an error.")                        \
-  X(R_ORDER, "memcpy.stream_order", REQUIRED, "memcpy_dtoh / memcpy_dtod",    \
-    "A copy runs in stream order, after the work enqueued on its stream "    \
-    "before it, never at enqueue time: TF enqueues a device-to-host copy "   \
-    "behind the stream dependency on the kernels producing its data "        \
-    "(CopyPluggableDeviceTensorToCPU), so an early copy reads data not yet " \
-    "written.")                                                              \
-  X(R_CONCURRENT, "stream.concurrent_use", REQUIRED,                          \
-    "memcpy_* / record_event / get_event_status",                             \
-    "Streams of one device work when used from several threads at once: TF " \
-    "drives its compute and copy streams from executor threads and polls "   \
+    "A zero-byte copy returns OK and does nothing: PluggableDeviceUtil "       \
+    "skips the copy for empty tensors, other callers of CStream::Memcpy "      \
+    "may not.")                                                                \
+  X(R_SYNC_COPY, "sync_memcpy.copies", RECOMMENDED,                            \
+    "sync_memcpy_htod / sync_memcpy_dtoh / sync_memcpy_dtod",                  \
+    "Synchronous copies return OK with the data in place: "                    \
+    "ValidateSPStreamExecutor requires sync_memcpy_htod and "                  \
+    "sync_memcpy_dtoh and CStreamExecutor::SynchronousMemcpy forwards to "     \
+    "them, but TF 2.21's PluggableDevice runtime does not call them "          \
+    "(sync_memcpy_dtod never: there is no synchronous device-to-device "       \
+    "copy in StreamExecutor).")                                                \
+  X(R_MEMSET_DATA, "memset.writes_bytes", RECOMMENDED,                         \
+    "mem_zero / memset / memset32",                                            \
+    "mem_zero, memset and memset32 write their value into exactly `size` "     \
+    "bytes of the (sub-)buffer and nothing else: ValidateSPStreamExecutor "    \
+    "requires all three and CStream::MemZero/Memset32 forward to them, but "   \
+    "TF 2.21's PluggableDevice runtime does not call them.")                   \
+  X(R_CB_RUNS, "host_callback.runs", REQUIRED, "host_callback",                \
+    "A host callback for which host_callback returned true runs once, in "     \
+    "stream order, before the stream reports done: "                           \
+    "CStream::DoHostCallbackWithStatus hands over a context only "             \
+    "HostCallbackTrampoline frees, and stream.h makes callbacks occupy the "   \
+    "stream like device work, so a dropped callback leaves whoever waits "     \
+    "for it waiting forever.")                                                 \
+  X(R_CB_STATUS, "host_callback.gets_status", REQUIRED, "host_callback",       \
+    "The callback is called with a non-NULL TF_Status: TF passes none of "     \
+    "its own, and HostCallbackTrampoline writes the callback's result into "   \
+    "the one it gets (Set_TF_Status_from_Status), so NULL crashes the "        \
+    "process.")                                                                \
+  X(R_CB_FRESH, "host_callback.fresh_status", RECOMMENDED, "host_callback",    \
+    "The TF_Status given to the callback is OK at entry (as TF's own test "    \
+    "plugin passes it): the trampoline overwrites it, but a status still "     \
+    "holding an earlier error hints that the plugin reads stale results.")     \
+  X(R_CB_ERROR, "stream_status.reports_callback_error", REQUIRED,              \
+    "get_stream_status",                                                       \
+    "After a host callback returned an error, get_stream_status reports an "   \
+    "error: CStream::RefreshStatus latches it so the stream is no longer "     \
+    "ok(), which PluggableDeviceUtil's copies and SyncAll check; reporting "   \
+    "OK turns a failed step into a success.")                                  \
+  X(R_CB_ENQUEUE, "host_callback.may_enqueue", RECOMMENDED, "host_callback",   \
+    "A host callback can enqueue more work on its own stream without "         \
+    "deadlocking. TF 2.21 never does (its completion callbacks run on "        \
+    "EventMgr's thread pool, not in host callbacks) and CUDA forbids API "     \
+    "calls in host functions, but callers written for CPU-like devices do.")   \
+  X(R_TIMER_FNS, "timer.callbacks", RECOMMENDED,                               \
+    "create_timer_fns / create_timer / start_timer / stop_timer",              \
+    "When timers are offered, create_timer_fns fills nanoseconds and the "     \
+    "timer callbacks are set and return OK. TF 2.21 never calls "              \
+    "create_timer_fns or the timer callbacks (CStream has no event-based "     \
+    "timer); profilers of other TF releases do.")                              \
+  X(R_TIMER_MEASURES, "timer.measures_stream_time", RECOMMENDED,               \
+    "SP_TimerFns.nanoseconds",                                                 \
+    "A timer started and stopped around 2 ms of stream work reports at "       \
+    "least 1 ms and no more than the host saw pass.")                          \
+  X(R_SYNC_ALL, "synchronize_all.waits", REQUIRED, "synchronize_all_activity", \
+    "synchronize_all_activity returns OK once the work on all the device's "   \
+    "streams has finished: PluggableDevice::Sync (PluggableDeviceUtil::"       \
+    "SyncAll) calls it before TF reads results, and fails with \""             \
+    "PluggableDevice SyncAll failed.\" on an error.")                          \
+  X(R_ORDER, "memcpy.stream_order", REQUIRED, "memcpy_dtoh",                   \
+    "A copy runs in stream order, after the work enqueued on its stream "      \
+    "before it, never at enqueue time: TF enqueues a device-to-host copy "     \
+    "behind the stream dependency on the kernels producing its data "          \
+    "(CopyPluggableDeviceTensorToCPU), so an early copy reads data not yet "   \
+    "written.")                                                                \
+  X(R_CONCURRENT, "stream.concurrent_use", REQUIRED,                           \
+    "memcpy_* / record_event / get_event_status",                              \
+    "Streams of one device work when used from several threads at once: TF "   \
+    "drives its compute and copy streams from executor threads and polls "     \
     "events from EventMgr's thread; every thread's copies arrive intact.")
 CONF_RULES(conf_generic_work_rules, GENERIC_WORK_RULES)
 
@@ -116,6 +116,14 @@ static long first_diff(const void* a, const void* b, size_t n) {
     if (x[i] != y[i]) return (long)i;
   }
   return -1;
+}
+
+/* "had not run" / "had run 3 times", for messages. */
+static const char* ran_text(int ran) {
+  static char buf[32];
+  if (ran == 0) return "had not run";
+  snprintf(buf, sizeof(buf), "had run %d times", ran);
+  return buf;
 }
 
 /* Waits for every stream of device 0 without events: block_host_until_done
@@ -153,8 +161,8 @@ static void test_memcpy_async(conf_env* e) {
   unsigned char* src = e->se.host_memory_allocate(D0, COPY_N);
   unsigned char* dst = malloc(COPY_N);
   if (s == NULL || dst == NULL) goto out;
-  ENSURE(R_HOST_MEM, src != NULL,
-         "host_memory_allocate(%u) returned NULL", (unsigned)COPY_N);
+  ENSURE(R_HOST_MEM, src != NULL, "host_memory_allocate(%u) returned NULL",
+         (unsigned)COPY_N);
   d1 = conf_alloc(e, 0, COPY_N);
   d2 = conf_alloc(e, 0, COPY_N);
   ENSURE(R_ALLOCATE, d1.opaque != NULL && d2.opaque != NULL,
@@ -201,8 +209,9 @@ static void test_memcpy_async(conf_env* e) {
       first_diff(dst, src + 7, n) < 0) {
     /* The data was right, only late: the event completed too early. */
     EXPECT(R_EVENT_PENDING, 0,
-           "block_host_for_event returned before the copies recorded ahead "
-           "of the event had run (byte %ld arrived only later)",
+           "block_host_for_event returned as if the event were complete "
+           "before the copies recorded ahead of it had run (byte %ld "
+           "arrived only later)",
            at);
   } else {
     EXPECT(R_COPY_DATA, at < 0,
@@ -275,10 +284,8 @@ out:
 static void expect_range(const unsigned char* host, size_t from, size_t n,
                          unsigned char value, const char* what) {
   long at = conf_find_not(host + from, n, value);
-  EXPECT(R_MEMSET_DATA, at < 0,
-         "%s: byte %zu is 0x%02x, expected 0x%02x", what,
-         from + (size_t)(at < 0 ? 0 : at), at < 0 ? 0 : host[from + at],
-         value);
+  EXPECT(R_MEMSET_DATA, at < 0, "%s: byte %zu is 0x%02x, expected 0x%02x", what,
+         from + (size_t)(at < 0 ? 0 : at), at < 0 ? 0 : host[from + at], value);
 }
 
 /* mem_zero, memset and memset32 on sub-buffers; sizes are in bytes. */
@@ -298,18 +305,25 @@ static void test_memset(conf_env* e) {
   EXPECT_OK(R_MEMSET_OK, e->st, "mem_zero");
   SP_DeviceMemoryBase m8 = conf_slice(&d, 200, 77);
   e->se.memset(D0, s, &m8, 0x5C, 77, conf_st(e));
-  EXPECT_OK(R_MEMSET_OK, e->st, "memset");
+  EXPECT_OK(R_MEMSET_DATA, e->st, "memset");
   SP_DeviceMemoryBase m32 = conf_slice(&d, 400, 64);
   e->se.memset32(D0, s, &m32, 0xDEADBEEFu, 64, conf_st(e));
   EXPECT_OK(R_MEMSET_OK, e->st, "memset32");
 
+  /* Wait before reading back, so that a read-back copy that ignores its
+   * stream (memcpy.stream_order, graded in generic.ordering) still sees
+   * the result here. */
+  TF_Code c = conf_sync(e, 0, s);
+  ENSURE(R_STREAM_SYNC, c == TF_OK,
+         "waiting for a stream after mem_zero, memset and memset32 returned "
+         "%s",
+         conf_code_name(c));
   memset(host, 0, kN);
   e->se.memcpy_dtoh(D0, s, host, &d, kN, conf_st(e));
   ENSURE_OK(R_COPY_OK, e->st, "memcpy_dtoh");
-  TF_Code c = conf_sync(e, 0, s);
+  c = conf_sync(e, 0, s);
   ENSURE(R_STREAM_SYNC, c == TF_OK,
-         "waiting for a stream after mem_zero, memset, memset32 and a copy "
-         "returned %s",
+         "waiting for a stream after memcpy_dtoh returned %s",
          conf_code_name(c));
   expect_range(host, 0, 8, 0xAB, "bytes before mem_zero's range");
   expect_range(host, 8, 100, 0x00, "mem_zero(100 bytes at offset 8)");
@@ -327,7 +341,7 @@ static void test_memset(conf_env* e) {
          "hold the pattern",
          bad_word);
   /* 64 bytes, not 64 words. */
-  expect_range(host, 464, kN - 464,  0xAB,
+  expect_range(host, 464, kN - 464, 0xAB,
                "bytes after memset32's 64 bytes (size is in bytes, not "
                "words)");
 out:
@@ -358,20 +372,20 @@ static void test_host_callback(conf_env* e) {
   conf_probe r1 = conf_probe_get(&p1), r2 = conf_probe_get(&p2);
   if (ok1) {
     EXPECT(R_CB_RUNS, r1.ran == 1,
-           "host_callback returned true, and the callback had run %d times "
-           "when the stream reported done",
-           r1.ran);
+           "host_callback returned true, and the callback %s when the stream "
+           "reported done",
+           ran_text(r1.ran));
   }
   if (ok2) {
     EXPECT(R_CB_RUNS, r2.ran == 1,
-           "host_callback returned true for a second callback, and it had "
-           "run %d times when the stream reported done",
-           r2.ran);
+           "host_callback returned true for a second callback, and it %s "
+           "when the stream reported done",
+           ran_text(r2.ran));
   }
   if (r1.ran && r2.ran) {
     EXPECT(R_CB_RUNS, r1.order < r2.order,
-           "two host callbacks on one stream finished in the order #%d, #%d "
-           "(the first enqueued finished second)",
+           "two host callbacks on one stream ran out of order: the first "
+           "enqueued finished #%d, the second #%d",
            r1.order, r2.order);
   }
   if (r1.ran) {
@@ -403,9 +417,9 @@ static void test_host_callback_error(conf_env* e) {
   conf_sync(e, 0, s); /* may report the error itself */
   int ran = conf_probe_get(&p).ran;
   EXPECT(R_CB_RUNS, ran == 1,
-         "the failing host callback had run %d times when the stream "
-         "reported done",
-         ran);
+         "host_callback returned true for a callback returning an error, "
+         "and it %s when the stream reported done",
+         ran_text(ran));
   e->se.get_stream_status(D0, s, conf_st(e));
   EXPECT(R_CB_ERROR, conf_status_code(e->st) != TF_OK,
          "get_stream_status returned OK after a host callback on the stream "
@@ -507,8 +521,9 @@ static void test_timer(conf_env* e) {
   conf_probe p;
   SP_Stream s = NULL;
   if (e->pfns.create_timer_fns == NULL || e->se.create_timer == NULL) {
-    conf_skip("no timers (create_timer_fns or create_timer is not set); TF "
-              "2.21 never calls create_timer_fns");
+    conf_skip(
+        "no timers (create_timer_fns or create_timer is not set); TF "
+        "2.21 never calls create_timer_fns");
     return;
   }
   ENSURE(R_TIMER_FNS,
@@ -724,8 +739,8 @@ static void test_ordering(conf_env* e) {
            "buffer changed while a host callback ahead of the copy was held "
            "at a gate");
     EXPECT(R_EVENT_PENDING, !early_event,
-           "a host callback behind wait_for_event ran while the work "
-           "recorded before the event was held at a gate");
+           "a host callback behind wait_for_event ran before the event could "
+           "complete: the work recorded before it was held at a gate");
     EXPECT(R_ORDER, !early_h2 || early_event,
            "memcpy_dtoh on a second stream ran before the host callback "
            "queued ahead of it on that stream (which waits for an event "
@@ -745,17 +760,22 @@ static void test_ordering(conf_env* e) {
   conf_check(early_h ? &R_ORDER : &R_COPY_DATA, at < 0, __FILE__, __LINE__,
              "memcpy_dtoh behind a held host callback: byte %ld of the "
              "result differs%s",
-             at, early_h ? " (the copy ran at enqueue time)" : "");
+             at,
+             early_h ? " (the copy ran at enqueue time, before the work "
+                       "queued ahead of it)"
+                     : "");
   at = first_diff(h2, pattern, kN);
-  conf_check(early_event  ? &R_EVENT_PENDING
-             : early_h2 ? &R_ORDER
-                          : &R_COPY_DATA,
+  conf_check(early_event ? &R_EVENT_PENDING
+             : early_h2  ? &R_ORDER
+                         : &R_COPY_DATA,
              at < 0, __FILE__, __LINE__,
              "memcpy_dtoh behind wait_for_event of a device-to-device copy's "
              "event: byte %ld of the result differs%s",
              at,
-             early_event ? " (the event let the second stream go early)"
-             : early_h2  ? " (the copy ran at enqueue time)"
+             early_event ? " (the second stream went on before the event "
+                           "was complete)"
+             : early_h2  ? " (the copy ran at enqueue time, before the work "
+                           "queued ahead of it)"
                          : "");
 out:
   conf_gates_open_all();
@@ -889,8 +909,8 @@ static void test_concurrent_streams(conf_env* e) {
            "worker %d (%s): waiting for its stream failed in %d of %d rounds",
            i, how, w[i].wait_failed, kRounds);
     EXPECT(R_EVENT_STATUS, w[i].bad_status == 0,
-           "worker %d (%s): get_event_status returned %s in %d of %d rounds",
-           i, how, generic_event_status_name(w[i].last_bad), w[i].bad_status,
+           "worker %d (%s): get_event_status returned %s in %d of %d rounds", i,
+           how, generic_event_status_name(w[i].last_bad), w[i].bad_status,
            kRounds);
     EXPECT(R_EVENT_PENDING, w[i].early == 0,
            "worker %d (%s): the event reported SE_EVENT_COMPLETE before the "
