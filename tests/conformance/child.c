@@ -16,7 +16,9 @@
  * valgrind's --error-exitcode under --trace-children=yes) is reported by
  * the caller.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* pipe2 */
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

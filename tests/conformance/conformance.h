@@ -12,6 +12,8 @@
  *   util.c                the helpers declared here
  *   generic.c             checks valid for any PluggableDevice plugin
  *   generic_work.c        ... for work on streams (copies, callbacks, timers)
+ *   generic.h             the rules and helpers those two share
+ *   kernel_checks.c       what TF_InitKernel registered, read back from TF
  *   simdev_checks.c       checks that know simdev (--simdev)
  */
 #ifndef SIMDEV_TESTS_CONFORMANCE_CONFORMANCE_H_

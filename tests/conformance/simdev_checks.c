@@ -13,7 +13,9 @@
  *
  * Environment-dependent cases run in child processes (child.c).
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* plain -std=c11 builds */
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
