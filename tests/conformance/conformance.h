@@ -4,13 +4,16 @@
  * host-callback probes that block, sleep or fail on a plugin's stream.
  *
  * Files
- *   simdev_conformance.c  main: loading, registration (TF's validation),
- *                         teardown, child processes, the test runner
+ *   simdev_conformance.c  main: options, the run, one process per test
+ *   report.c              results: printed, collapsed, JSON (report.h)
+ *   tf.c                  TensorFlow's libraries, loaded at run time
+ *   registration.c        loading, registration (TF's validation), teardown
+ *   child.c               child processes: one per test, environment cases
  *   util.c                the helpers declared here
- *   registration.c        loading, TF's registration and validation, teardown
- *   child.c               child processes for environment-dependent cases
  *   generic.c             checks valid for any PluggableDevice plugin
  *   generic_work.c        ... for work on streams (copies, callbacks, timers)
+ *   generic.h             the rules and helpers those two share
+ *   kernel_checks.c       what TF_InitKernel registered, read back from TF
  *   simdev_checks.c       checks that know simdev (--simdev)
  */
 #ifndef SIMDEV_TESTS_CONFORMANCE_CONFORMANCE_H_
@@ -24,7 +27,27 @@
 #include "tensorflow/c/experimental/stream_executor/stream_executor.h"
 #include "tensorflow/c/tf_status.h"
 
-#define CONF_MAX_DEVICES 16
+/* Devices created beyond this are not (TF has no limit; a harness must). */
+#define CONF_MAX_DEVICES 1024
+#define CONF_MAX_LIST 16
+
+/* The command line (simdev_conformance.c documents each option). */
+typedef struct conf_options {
+  const char* plugin;
+  const char* tf_dir;
+  const char* json;
+  const char* filters[CONF_MAX_LIST];
+  int nfilters;
+  const char* preload[CONF_MAX_LIST];
+  int npreload;
+  int timeout_s;
+  int require_devices;
+  int simdev;
+  int strict;
+  int no_fork;
+  const char* run_test;   /* internal: run one test in this process */
+  const char* child_case; /* internal: run one environment case */
+} conf_options;
 
 typedef void (*conf_init_fn)(SE_PlatformRegistrationParams* params,
                              TF_Status* status);
@@ -35,10 +58,10 @@ typedef void (*conf_init_fn)(SE_PlatformRegistrationParams* params,
  * the ones the plugin saw while filling: the harness does the same and
  * poisons the originals. */
 typedef struct conf_env {
+  const conf_options* opt;
   const char* plugin_path;
   void* dl;
   conf_init_fn init;
-  int simdev; /* --simdev: run simdev_checks.c too */
 
   SE_PlatformRegistrationParams params;
   SP_Platform platform;
@@ -52,20 +75,23 @@ typedef struct conf_env {
   int registered;   /* SE_InitPlugin + validation passed */
   int have_dfns;    /* create_device_fns succeeded */
   int have_se;      /* create_stream_executor succeeded */
-  int device_count; /* get_device_count */
+  int device_count; /* get_device_count; -1 until it was called */
   int ndev;         /* devices created (ordinals 0..ndev-1) */
-  SP_Device dev[CONF_MAX_DEVICES];
+  SP_Device* dev;   /* ndev of them (calloc) */
 
   TF_Status* st; /* scratch status: see conf_st */
 } conf_env;
 
 /* ------------------------------------------------------------ lifecycle */
 
-/* dlopen (RTLD_NOW | RTLD_LOCAL) and dlsym("SE_InitPlugin"). */
+/* The --preload libraries, then dlopen (RTLD_NOW | RTLD_LOCAL) and
+ * dlsym("SE_InitPlugin"). A failed dlopen says what to try (libpython,
+ * --tf-dir, --lib-path). */
 int conf_load(conf_env* e, const char* path);
 /* SE_InitPlugin, TF's validation, create_device_fns, create_stream_executor,
- * get_device_count and create_device for every ordinal up to max_devices.
- * Every rule is a CHECK. Returns 1 if the plugin is usable. */
+ * get_device_count and create_device for every ordinal up to max_devices
+ * (0 devices is not an error). Every rule is a check. Returns 1 if the
+ * platform registered. */
 int conf_setup(conf_env* e, int max_devices);
 /* Fills the registration params exactly as TF does before SE_InitPlugin:
  * every struct_size pre-filled, versions set, platform and platform_fns
@@ -77,21 +103,47 @@ int conf_valid_device_type(const char* s);
 /* Destroys what conf_setup created, in CPlatform's order. */
 void conf_teardown(conf_env* e);
 
+/* ------------------------------------------------------------ TF
+
+ * TensorFlow's libraries are loaded at run time (tf.c), not linked: the
+ * harness starts without them (--help, --list), and --tf-dir picks the
+ * release a plugin was built for. */
+
+/* dlopen(DIR/libtensorflow_framework.so.2, RTLD_NOW | RTLD_GLOBAL), DIR from
+ * tf_dir, else the library search path, else the TF the harness was built
+ * with. 0 on success; else err says why and what to pass. */
+int conf_tf_load(const char* tf_dir, char* err, size_t errlen);
+/* The directory libtensorflow_framework.so.2 was loaded from. */
+const char* conf_tf_dir(void);
+/* A symbol of libtensorflow_cc.so.2 (loaded from conf_tf_dir() on first
+ * use, RTLD_GLOBAL); NULL with err set if it is not there. */
+void* conf_tf_cc_sym(const char* name, char* err, size_t errlen);
+
+/* TF_Status through the loaded library. */
+TF_Status* conf_status_new(void);
+void conf_status_free(TF_Status* s);
+void conf_status_set(TF_Status* s, TF_Code code, const char* msg);
+TF_Code conf_status_code(const TF_Status* s);
+const char* conf_status_msg(const TF_Status* s);
+
 /* ------------------------------------------------------------ status */
 
 /* Resets e->st to TF_OK and returns it: TF passes a fresh (OK) status to
  * every call, so a plugin may leave it untouched on success. */
 TF_Status* conf_st(conf_env* e);
-int conf_status_ok(const TF_Status* s, const char* file, int line,
-                   const char* what);
-/* CHECK that a status is OK; prints its code and message otherwise. */
-#define CHECK_OK(st, what) conf_status_ok((st), __FILE__, __LINE__, (what))
-#define REQUIRE_OK(st, what)       \
-  do {                             \
-    if (!CHECK_OK((st), (what))) { \
-      goto out;                    \
-    }                              \
+/* A check that a status is OK; observed: "<what> returned <code>: msg". */
+int conf_check_ok(const conf_rule* rule, const TF_Status* s, const char* file,
+                  int line, const char* what);
+#define EXPECT_OK(rule, st, what) \
+  conf_check_ok(&(rule), (st), __FILE__, __LINE__, (what))
+#define ENSURE_OK(rule, st, what)        \
+  do {                                   \
+    if (!EXPECT_OK(rule, (st), (what))) { \
+      goto out;                          \
+    }                                    \
   } while (0)
+/* The name of a TF_Code ("INTERNAL"). */
+const char* conf_code_name(TF_Code code);
 
 /* ------------------------------------------------------------ memory */
 
@@ -170,7 +222,7 @@ void conf_sleep_ms(int ms);
 /* How long a safety net waits before opening a gate the main thread would
  * otherwise wait for forever (an enqueue that blocks), and how long a wait
  * for work a correct plugin runs at once may take before it counts as a
- * hang: half the watchdog (CONF_TIMEOUT / 2, 30 s by default), so that
+ * hang: half the per-test timeout (--timeout; 30 s by default), so that
  * only a hang, never a slow machine, trips it. */
 int conf_safety_ms(void);
 uint64_t conf_now_ns(void);
@@ -179,11 +231,67 @@ void conf_fill(void* buf, size_t n, unsigned seed);
 /* Index of the first byte differing from value, or -1. */
 long conf_find_not(const void* buf, size_t n, unsigned char value);
 
+/* ------------------------------------------------------------ rules */
+
+/* Rules the helpers above check and that many tests share (defined in
+ * util.c). A test that fails one of these usually cannot go on. */
+#define CONF_COMMON_RULES(X)                                                   \
+  X(R_STREAM_CREATE, "stream.create", REQUIRED, "create_stream",               \
+    "create_stream returns OK and a non-NULL SP_Stream: TF creates a compute " \
+    "stream and host-to-device, device-to-host and device-to-device streams "  \
+    "for every device (CStream::Create) and cannot create the device "         \
+    "without them.")                                                           \
+  X(R_STREAM_SYNC, "stream.sync", REQUIRED,                                    \
+    "block_host_until_done / block_host_for_event",                            \
+    "Waiting for a stream whose work succeeded returns OK once that work is "  \
+    "done: TF's CStream::BlockHostUntilDone calls block_host_until_done, or "  \
+    "create_event + record_event + block_host_for_event when it is NULL "      \
+    "(PluggableDeviceUtil::Sync, ~CStream).")                                  \
+  X(R_ALLOCATE, "allocate.returns_memory", REQUIRED, "allocate",               \
+    "allocate returns a non-NULL opaque of at least the size asked while the " \
+    "device has memory: TF's allocators (DeviceMemAllocator under BFC or the " \
+    "simple allocator) take NULL as out of memory and fail the op with "       \
+    "ResourceExhausted.")                                                      \
+  X(R_EVENT_CREATE, "event.create", REQUIRED, "create_event",                  \
+    "create_event returns OK and a non-NULL SP_Event: TF's EventMgr records "  \
+    "an event after every copy to know when its tensors may be freed.")        \
+  X(R_EVENT_RECORD, "event.record", REQUIRED, "record_event / wait_for_event", \
+    "record_event and wait_for_event on a healthy stream return OK: TF's "     \
+    "EventMgr ignores record_event's status (IgnoreError) and then polls the " \
+    "event, so a record that failed leaves TF waiting for it.")                \
+  X(R_COPY_OK, "memcpy.returns_ok", REQUIRED, "memcpy_* / sync_memcpy_*",      \
+    "A copy between valid buffers returns OK: CStream::Memcpy logs the error " \
+    "and the op that needed the copy fails with it.")                          \
+  X(R_MEMSET_OK, "memset.returns_ok", REQUIRED, "mem_zero / memset32",         \
+    "mem_zero and memset32 on a valid buffer return OK: TF's "                 \
+    "CStream::MemZero and CStream::Memset32 forward to them and return the "   \
+    "error to whoever initializes device memory that way.")                    \
+  X(R_HOST_CB_TRUE, "host_callback.returns_true", REQUIRED, "host_callback",   \
+    "host_callback returns true (the callback was enqueued): TF's "            \
+    "CStream::DoHostCallbackWithStatus turns false into Internal \"Failed "    \
+    "to host callback.\" (and leaks its context), failing whatever asked "     \
+    "for the callback.")                                                       \
+  X(R_STREAM_STATUS_OK, "stream_status.ok", REQUIRED, "get_stream_status",     \
+    "get_stream_status is OK for a stream on which nothing failed: TF's "      \
+    "CStream::RefreshStatus latches an error for good (Stream::ok() is then "  \
+    "false and PluggableDeviceUtil's copies and SyncAll fail).")
+CONF_RULES_DECLARE(CONF_COMMON_RULES)
+
 /* ------------------------------------------------------------ tests */
 
+/* The test and rule tables of each file. */
 extern const harness_test conf_generic_tests[];      /* generic.c */
 extern const harness_test conf_generic_work_tests[]; /* generic_work.c */
-extern const harness_test conf_simdev_tests[];
+extern const harness_test conf_simdev_tests[];       /* simdev_checks.c */
+extern const conf_rule* const conf_common_rules[];   /* util.c */
+extern const conf_rule* const conf_registration_rules[];
+extern const conf_rule* const conf_runner_rules[]; /* simdev_conformance.c */
+extern const conf_rule* const conf_generic_rules[];
+extern const conf_rule* const conf_generic_work_rules[];
+extern const conf_rule* const conf_simdev_rules[];
+
+/* Sets the per-test timeout conf_safety_ms derives its waits from. */
+void conf_set_timeout_s(int seconds);
 
 /* Child cases (simdev_checks.c): run in a fresh process with their own
  * environment, since a plugin is initialized once per process. */
@@ -194,8 +302,19 @@ typedef struct conf_child_case {
 } conf_child_case;
 extern const conf_child_case conf_child_cases[];
 
-/* Runs child case `name` in a fresh process (re-executing this program) and
- * merges its result into this process's counts. */
+/* Runs child case `name` in a fresh process (re-executing this program);
+ * its results join this test's. */
 void conf_run_child(conf_env* e, const char* name);
+
+/* Starts this program again with `args` (after argv[0]) and environment
+ * envp (NULL: this one), its stdout and stderr on a pipe. Returns the pid
+ * and the pipe's read end in *fd, or -1. */
+int conf_spawn_self(char* const* args, char* const* envp, int* fd);
+/* Spawns `--run-test test` with this process's TF, preloads and options. */
+int conf_spawn_test(const conf_env* e, const char* test, int* fd);
+/* Reads a spawned child's output until it exits or timeout_s passes (then
+ * kills it): record lines go to the report, other lines are printed with
+ * `prefix`. Returns the wait status, or -1 after a timeout. */
+int conf_collect_child(int pid, int fd, int timeout_s, const char* prefix);
 
 #endif /* SIMDEV_TESTS_CONFORMANCE_CONFORMANCE_H_ */

@@ -15,6 +15,9 @@
  * races a broadcast: conformance.helgrind failed on 1 run in 4 that way.
  * Polling costs a few lock round trips and nothing else.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* clock_gettime, nanosleep under -std=c11 */
+#endif
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -23,18 +26,31 @@
 
 #include "conformance.h"
 
+CONF_RULES_SHARED(conf_common_rules, CONF_COMMON_RULES)
+
 /* ------------------------------------------------------------ status */
 
 TF_Status* conf_st(conf_env* e) {
-  TF_SetStatus(e->st, TF_OK, "");
+  conf_status_set(e->st, TF_OK, "");
   return e->st;
 }
 
-int conf_status_ok(const TF_Status* s, const char* file, int line,
-                   const char* what) {
-  TF_Code code = TF_GetCode(s);
-  return harness_checkf(code == TF_OK, file, line, what, "status code %d: %s",
-                        (int)code, TF_Message(s));
+const char* conf_code_name(TF_Code code) {
+  static const char* const names[] = {
+      "OK",        "CANCELLED",          "UNKNOWN",          "INVALID_ARGUMENT",
+      "DEADLINE_EXCEEDED", "NOT_FOUND",  "ALREADY_EXISTS",   "PERMISSION_DENIED",
+      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+      "UNIMPLEMENTED", "INTERNAL",       "UNAVAILABLE",      "DATA_LOSS",
+      "UNAUTHENTICATED"};
+  if ((unsigned)code < sizeof(names) / sizeof(names[0])) return names[code];
+  return "(not a TF_Code)";
+}
+
+int conf_check_ok(const conf_rule* rule, const TF_Status* s, const char* file,
+                  int line, const char* what) {
+  TF_Code code = conf_status_code(s);
+  return conf_check(rule, code == TF_OK, file, line, "%s returned %s: %s",
+                    what, conf_code_name(code), conf_status_msg(s));
 }
 
 /* ------------------------------------------------------------ memory */
@@ -70,8 +86,9 @@ SP_Stream conf_stream_new(conf_env* e, int d) {
   SP_Stream s = NULL;
   TF_Status* st = conf_st(e);
   e->se.create_stream(&e->dev[d], &s, st);
-  if (!CHECK_OK(st, "create_stream")) return NULL;
-  CHECK(s != NULL);
+  if (!EXPECT_OK(R_STREAM_CREATE, st, "create_stream")) return NULL;
+  EXPECT(R_STREAM_CREATE, s != NULL,
+         "create_stream returned OK and left the stream NULL");
   return s;
 }
 
@@ -85,15 +102,15 @@ TF_Code conf_sync_by_event(conf_env* e, int d, SP_Stream s) {
   SP_Event ev = NULL;
   TF_Status* st = conf_st(e);
   e->se.create_event(&e->dev[d], &ev, st);
-  if (TF_GetCode(st) != TF_OK) return TF_GetCode(st);
+  if (conf_status_code(st) != TF_OK) return conf_status_code(st);
   e->se.record_event(&e->dev[d], s, ev, conf_st(e));
-  if (TF_GetCode(e->st) != TF_OK) {
-    TF_Code c = TF_GetCode(e->st);
+  if (conf_status_code(e->st) != TF_OK) {
+    TF_Code c = conf_status_code(e->st);
     e->se.destroy_event(&e->dev[d], ev);
     return c;
   }
   e->se.block_host_for_event(&e->dev[d], ev, conf_st(e));
-  TF_Code c = TF_GetCode(e->st);
+  TF_Code c = conf_status_code(e->st);
   e->se.destroy_event(&e->dev[d], ev);
   return c;
 }
@@ -102,7 +119,7 @@ TF_Code conf_sync(conf_env* e, int d, SP_Stream s) {
   if (e->se.block_host_until_done != NULL) {
     TF_Status* st = conf_st(e);
     e->se.block_host_until_done(&e->dev[d], s, st);
-    return TF_GetCode(st);
+    return conf_status_code(st);
   }
   return conf_sync_by_event(e, d, s);
 }
@@ -177,7 +194,7 @@ static void probe_main(void* arg, TF_Status* status) {
   pthread_mutex_lock(&probe_mu);
   p->entered = 1;
   p->status_nonnull = status != NULL;
-  p->code_at_entry = status != NULL ? TF_GetCode(status) : TF_UNKNOWN;
+  p->code_at_entry = status != NULL ? conf_status_code(status) : TF_UNKNOWN;
   pthread_cond_broadcast(&probe_cv);
   if (p->gate >= 0) {
     while (!gate_open[p->gate]) pthread_cond_wait(&probe_cv, &probe_mu);
@@ -186,7 +203,7 @@ static void probe_main(void* arg, TF_Status* status) {
   if (p->sleep_ms > 0) conf_sleep_ms(p->sleep_ms);
   /* As TF's HostCallbackTrampoline: always write the result. */
   if (status != NULL) {
-    TF_SetStatus(status, p->code, p->code == TF_OK ? "" : p->msg);
+    conf_status_set(status, p->code, p->code == TF_OK ? "" : p->msg);
   }
   pthread_mutex_lock(&probe_mu);
   p->ran++;
@@ -234,11 +251,14 @@ int conf_probe_wait_ran(const conf_probe* p, int timeout_ms) {
 
 /* ------------------------------------------------------------ misc */
 
+static int timeout_s = 60;
+
+void conf_set_timeout_s(int seconds) {
+  timeout_s = seconds > 0 ? seconds : 60;
+}
+
 int conf_safety_ms(void) {
-  const char* v = getenv("CONF_TIMEOUT");
-  long t = v ? strtol(v, NULL, 10) : 0;
-  if (t <= 0) t = 60;
-  return (int)(t * 500); /* 30 s for the default 60 s watchdog */
+  return timeout_s * 500; /* 30 s for the default 60 s timeout */
 }
 
 void conf_sleep_ms(int ms) {
