@@ -10,9 +10,13 @@
  *   registration.c        loading, registration (TF's validation), teardown
  *   child.c               child processes: one per test, environment cases
  *   util.c                the helpers declared here
- *   generic.c             checks valid for any PluggableDevice plugin
- *   generic_work.c        ... for work on streams (copies, callbacks, timers)
- *   generic.h             the rules and helpers those two share
+ *   generic.c             checks valid for any PluggableDevice plugin:
+ *                         devices, memory, allocator stats
+ *   generic_streams.c     ... streams, stream dependencies, events
+ *   generic_work.c        ... copies, memset
+ *   generic_callbacks.c   ... host callbacks, timers
+ *   generic_order.c       ... synchronize_all, ordering, concurrent streams
+ *   generic.h             the rules and helpers those files share
  *   kernel_checks.c       what TF_InitKernel registered, read back from TF
  *   simdev_checks.c       checks that know simdev (--simdev)
  */
@@ -280,14 +284,21 @@ CONF_RULES_DECLARE(CONF_COMMON_RULES)
 /* ------------------------------------------------------------ tests */
 
 /* The test and rule tables of each file. */
-extern const harness_test conf_generic_tests[];      /* generic.c */
-extern const harness_test conf_generic_work_tests[]; /* generic_work.c */
-extern const harness_test conf_simdev_tests[];       /* simdev_checks.c */
-extern const conf_rule* const conf_common_rules[];   /* util.c */
+extern const harness_test conf_generic_tests[];         /* generic.c */
+extern const harness_test conf_generic_streams_tests[]; /* generic_streams.c */
+extern const harness_test conf_generic_work_tests[];    /* generic_work.c */
+extern const harness_test
+    conf_generic_callbacks_tests[];                   /* generic_callbacks.c */
+extern const harness_test conf_generic_order_tests[]; /* generic_order.c */
+extern const harness_test conf_simdev_tests[];        /* simdev_checks.c */
+extern const conf_rule* const conf_common_rules[];    /* util.c */
 extern const conf_rule* const conf_registration_rules[];
 extern const conf_rule* const conf_runner_rules[]; /* simdev_conformance.c */
 extern const conf_rule* const conf_generic_rules[];
+extern const conf_rule* const conf_generic_streams_rules[];
 extern const conf_rule* const conf_generic_work_rules[];
+extern const conf_rule* const conf_generic_callbacks_rules[];
+extern const conf_rule* const conf_generic_order_rules[];
 extern const conf_rule* const conf_simdev_rules[];
 
 /* Sets the per-test timeout conf_safety_ms derives its waits from. */

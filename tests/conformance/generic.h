@@ -1,7 +1,10 @@
 /*
- * generic.h - what generic.c and generic_work.c share: the rules both files
- * check (defined in generic.c, in its table conf_generic_rules) and the
- * precondition of every test that holds work at a gate with a host callback.
+ * generic.h - what the generic checks share (generic.c, generic_streams.c,
+ * generic_work.c, generic_callbacks.c, generic_order.c): the rules several
+ * of them check (GENERIC_SHARED_RULES, defined in generic.c in its table
+ * conf_generic_rules; GENERIC_WORK_SHARED_RULES, defined in generic_work.c
+ * in conf_generic_work_rules), the precondition of every test that holds
+ * work at a gate with a host callback, and helpers for messages and copies.
  */
 #ifndef SIMDEV_TESTS_CONFORMANCE_GENERIC_H_
 #define SIMDEV_TESTS_CONFORMANCE_GENERIC_H_
@@ -38,6 +41,24 @@
     "an allocation failure.")
 CONF_RULES_DECLARE(GENERIC_SHARED_RULES)
 
+#define GENERIC_WORK_SHARED_RULES(X)                                   \
+  X(R_COPY_DATA, "memcpy.copies_data", REQUIRED,                       \
+    "memcpy_htod / memcpy_dtod / memcpy_dtoh",                         \
+    "Asynchronous copies deliver every source byte, at odd sizes and " \
+    "between sub-buffers at byte offsets: TF's tensor copies "         \
+    "(PluggableDeviceUtil, CStream::Memcpy) and its slices (a "        \
+    "DeviceMemoryBase pointing into a larger buffer) depend on it.")
+CONF_RULES_DECLARE(GENERIC_WORK_SHARED_RULES)
+
+/* Device 0 of the conf_env* e in scope. */
+#define D0 (&e->dev[0])
+#define MIB (1024u * 1024u)
+
+/* Settle time before asserting that blocked work has not run. */
+#define SETTLE_MS 30
+
+/* ---- Defined in generic.c. */
+
 /* For tests that hold work at a gate with a host callback on stream s of
  * device 0: enqueues one callback, waits for s, and returns 1 if it ran.
  * Otherwise the failure is checked (host_callback returned false, the wait
@@ -49,5 +70,15 @@ int generic_callbacks_run(conf_env* e, SP_Stream s);
 
 /* "SE_EVENT_PENDING", ... for messages. */
 const char* generic_event_status_name(SE_EventStatus s);
+
+/* ---- Defined in generic_work.c. */
+
+/* Index of the first byte where a and b differ, or -1. */
+long generic_first_diff(const void* a, const void* b, size_t n);
+
+/* Writes n bytes of src to device memory d with memcpy_htod on s, then waits
+ * for s. For set-up; returns 1 if both succeeded. */
+int generic_put(conf_env* e, SP_Stream s, SP_DeviceMemoryBase* d,
+                const void* src, size_t n);
 
 #endif /* SIMDEV_TESTS_CONFORMANCE_GENERIC_H_ */

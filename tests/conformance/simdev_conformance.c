@@ -43,12 +43,25 @@ CONF_RULES(conf_runner_rules, RUNNER_RULES)
 extern const conf_rule* const conf_kernel_rules[];
 extern const harness_test conf_kernel_tests[];
 
-static const harness_test* const all_tests[] = {
-    conf_generic_tests, conf_generic_work_tests, conf_kernel_tests, NULL};
+static const harness_test* const all_tests[] = {conf_generic_tests,
+                                                conf_generic_streams_tests,
+                                                conf_generic_work_tests,
+                                                conf_generic_callbacks_tests,
+                                                conf_generic_order_tests,
+                                                conf_kernel_tests,
+                                                NULL};
 static const conf_rule* const* const all_rules[] = {
-    conf_common_rules,    conf_registration_rules, conf_runner_rules,
-    conf_generic_rules,   conf_generic_work_rules, conf_simdev_rules,
-    conf_kernel_rules,    NULL};
+    conf_common_rules,
+    conf_registration_rules,
+    conf_runner_rules,
+    conf_generic_rules,
+    conf_generic_streams_rules,
+    conf_generic_work_rules,
+    conf_generic_callbacks_rules,
+    conf_generic_order_rules,
+    conf_simdev_rules,
+    conf_kernel_rules,
+    NULL};
 
 static void usage(FILE* f) {
   fprintf(
