@@ -37,7 +37,9 @@ PYTHON  ?= python3
 VENV    := .venv
 VPY     := $(VENV)/bin/python
 BUILD   := build
+# tests/conformance: the harness ships in the wheel (its plugins/ do not).
 SOURCES := $(shell find src python -type f -not -path '*/__pycache__/*' 2>/dev/null) \
+           $(wildcard tests/conformance/*.[ch] tests/conformance/CMakeLists.txt) \
            CMakeLists.txt pyproject.toml scripts/build-jemalloc.sh
 
 .PHONY: all setup system build install demo test test-c test-tf test-mutation bench clean
@@ -85,7 +87,7 @@ test-c: setup
 	ctest --test-dir $(BUILD) --output-on-failure --no-tests=error -j2
 
 test-tf: setup
-	$(VPY) -m pytest tests/tf -q
+	$(VPY) -m pytest tests/tf tests/conformance -q
 
 # Per-op mutation check (about 30 min): each kernel left out in turn must
 # make some test fail. make test runs the cheaper test_kernel_coverage.py.
@@ -94,7 +96,7 @@ test-mutation: setup
 
 test: setup
 	ctest --test-dir $(BUILD) --output-on-failure --no-tests=error -j2
-	$(VPY) -m pytest tests/tf -q
+	$(VPY) -m pytest tests/tf tests/conformance -q
 
 BENCH_ARGS ?=
 bench: setup

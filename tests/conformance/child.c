@@ -16,7 +16,9 @@
  * valgrind's --error-exitcode under --trace-children=yes) is reported by
  * the caller.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* pipe2 */
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -181,8 +183,12 @@ void conf_run_child(conf_env* e, const char* name) {
             name);
     abort();
   }
-  conf_note("child %s: %s %s", name, c->env[0] ? c->env[0] : "",
-            c->env[1] ? c->env[1] : "");
+  char vars[256] = "";
+  for (int i = 0; i < 4 && c->env[i] != NULL; i++) {
+    size_t used = strlen(vars);
+    snprintf(vars + used, sizeof(vars) - used, " %s", c->env[i]);
+  }
+  conf_note("child %s:%s", name, vars);
   char* args[48];
   int n = forward_args(e, args, 40);
   args[n++] = "--child-case";

@@ -12,6 +12,8 @@
  *   util.c                the helpers declared here
  *   generic.c             checks valid for any PluggableDevice plugin
  *   generic_work.c        ... for work on streams (copies, callbacks, timers)
+ *   generic.h             the rules and helpers those two share
+ *   kernel_checks.c       what TF_InitKernel registered, read back from TF
  *   simdev_checks.c       checks that know simdev (--simdev)
  */
 #ifndef SIMDEV_TESTS_CONFORMANCE_CONFORMANCE_H_
@@ -236,37 +238,43 @@ long conf_find_not(const void* buf, size_t n, unsigned char value);
 #define CONF_COMMON_RULES(X)                                                   \
   X(R_STREAM_CREATE, "stream.create", REQUIRED, "create_stream",               \
     "create_stream returns OK and a non-NULL SP_Stream: TF creates a compute " \
-    "stream and copy streams for every device it creates (CStream::Create) "   \
-    "and cannot create the device without them.")                              \
+    "stream and host-to-device, device-to-host and device-to-device streams "  \
+    "for every device (CStream::Create) and cannot create the device "         \
+    "without them.")                                                           \
   X(R_STREAM_SYNC, "stream.sync", REQUIRED,                                    \
     "block_host_until_done / block_host_for_event",                            \
     "Waiting for a stream whose work succeeded returns OK once that work is "  \
-    "done: TF waits this way (Stream::BlockHostUntilDone) before it reads "    \
-    "results and when it tears a stream down.")                                \
+    "done: TF's CStream::BlockHostUntilDone calls block_host_until_done, or "  \
+    "create_event + record_event + block_host_for_event when it is NULL "      \
+    "(PluggableDeviceUtil::Sync, ~CStream).")                                  \
   X(R_ALLOCATE, "allocate.returns_memory", REQUIRED, "allocate",               \
     "allocate returns a non-NULL opaque of at least the size asked while the " \
-    "device has memory: TF's allocators take NULL as out of memory and fail "  \
-    "the op with ResourceExhausted.")                                          \
+    "device has memory: TF's allocators (DeviceMemAllocator under BFC or the " \
+    "simple allocator) take NULL as out of memory and fail the op with "       \
+    "ResourceExhausted.")                                                      \
   X(R_EVENT_CREATE, "event.create", REQUIRED, "create_event",                  \
-    "create_event returns OK and a non-NULL SP_Event: TF records an event "    \
-    "after every copy and kernel launch to know when its tensors may be "      \
-    "freed.")                                                                  \
+    "create_event returns OK and a non-NULL SP_Event: TF's EventMgr records "  \
+    "an event after every copy to know when its tensors may be freed.")        \
   X(R_EVENT_RECORD, "event.record", REQUIRED, "record_event / wait_for_event", \
-    "record_event and wait_for_event on a healthy stream return OK: TF "       \
-    "checks the status and fails the op (or the copy) otherwise.")             \
-  X(R_COPY_OK, "memcpy.returns_ok", REQUIRED, "memcpy_*",                      \
-    "A copy between valid buffers returns OK: TF treats a failed copy as a "   \
-    "device error (the op fails; some copy paths abort the process).")         \
-  X(R_MEMSET_OK, "memset.returns_ok", REQUIRED, "mem_zero / memset / memset32", \
-    "mem_zero, memset and memset32 on a valid buffer return OK: TF uses them " \
-    "to initialize tensors (e.g. zeros) and fails the op otherwise.")          \
+    "record_event and wait_for_event on a healthy stream return OK: TF's "     \
+    "EventMgr ignores record_event's status (IgnoreError) and then polls the " \
+    "event, so a record that failed leaves TF waiting for it.")                \
+  X(R_COPY_OK, "memcpy.returns_ok", REQUIRED, "memcpy_* / sync_memcpy_*",      \
+    "A copy between valid buffers returns OK: CStream::Memcpy logs the error " \
+    "and the op that needed the copy fails with it.")                          \
+  X(R_MEMSET_OK, "memset.returns_ok", REQUIRED, "mem_zero / memset32",         \
+    "mem_zero and memset32 on a valid buffer return OK: TF's "                 \
+    "CStream::MemZero and CStream::Memset32 forward to them and return the "   \
+    "error to whoever initializes device memory that way.")                    \
   X(R_HOST_CB_TRUE, "host_callback.returns_true", REQUIRED, "host_callback",   \
     "host_callback returns true (the callback was enqueued): TF's "            \
-    "CStream::DoHostCallbackWithStatus turns false into an Internal error, "   \
-    "failing the op that asked for the callback.")                             \
+    "CStream::DoHostCallbackWithStatus turns false into Internal \"Failed "    \
+    "to host callback.\" (and leaks its context), failing whatever asked "     \
+    "for the callback.")                                                       \
   X(R_STREAM_STATUS_OK, "stream_status.ok", REQUIRED, "get_stream_status",     \
-    "get_stream_status is OK for a stream on which nothing failed: TF marks "  \
-    "a stream with an error status as bad and stops using it.")
+    "get_stream_status is OK for a stream on which nothing failed: TF's "      \
+    "CStream::RefreshStatus latches an error for good (Stream::ok() is then "  \
+    "false and PluggableDeviceUtil's copies and SyncAll fail).")
 CONF_RULES_DECLARE(CONF_COMMON_RULES)
 
 /* ------------------------------------------------------------ tests */

@@ -9,7 +9,9 @@
  * ~CPlatform. TF aborts the process when any of that fails, so every rule
  * here is required.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* RTLD_NOLOAD */
+#endif
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>

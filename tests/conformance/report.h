@@ -39,6 +39,11 @@ void conf_report_init(const conf_report_config* config);
 /* Finds a rule by id in the configured tables; NULL if unknown. */
 const conf_rule* conf_report_find_rule(const char* id);
 
+/* While quiet, passes are not counted (failures still are): a test's
+ * process registers the plugin again, and those checks were already
+ * counted once, in the run's process. */
+void conf_report_quiet(int quiet);
+
 void conf_report_test_begin(const char* name);
 /* Ends the running test and prints its verdict line. */
 void conf_report_test_end(void);

@@ -10,7 +10,9 @@
  * library search path is tried (LD_LIBRARY_PATH), then the directory of the
  * TF the harness was compiled against (CONF_TF_DIR_DEFAULT, from CMake).
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* dladdr */
+#endif
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdio.h>

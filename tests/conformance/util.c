@@ -15,7 +15,9 @@
  * races a broadcast: conformance.helgrind failed on 1 run in 4 that way.
  * Polling costs a few lock round trips and nothing else.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* clock_gettime, nanosleep under -std=c11 */
+#endif
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,0 +1,270 @@
+"""The conformance harness as its users run it: command line, installed
+command, JSON, crashes, the by-hand build of docs/conformance.md.
+
+No TensorFlow is imported here; the harness loads TF's C library itself.
+Plugin behaviour per anti-pattern is test_mutants.py's subject.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "build"
+HARNESS = Path(os.environ.get("SIMDEV_CONFORMANCE",
+                              BUILD / "tests/conformance/simdev_conformance"))
+PLUGIN = BUILD / "libsimdev.so"
+INSTALLED = Path(sys.executable).parent / "simdev-conformance"
+
+
+def tf_dir():
+    import importlib.util
+    spec = importlib.util.find_spec("tensorflow")
+    return list(spec.submodule_search_locations)[0]
+
+
+def run(args, timeout=300, exe=None, **kw):
+    cmd = [str(exe or HARNESS)] + [str(a) for a in args]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    return p
+
+
+def explain(p):
+    return "exit %d\n--- stdout\n%s\n--- stderr\n%s" % (p.returncode, p.stdout[-6000:],
+                                                       p.stderr[-3000:])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built():
+    if not HARNESS.exists() or not PLUGIN.exists():
+        pytest.fail("build the tree first (make setup): %s, %s" % (HARNESS, PLUGIN))
+
+
+# ---------------------------------------------------------------- options
+
+def test_help_needs_no_plugin_and_no_tf():
+    # An empty environment: no LD_LIBRARY_PATH, nothing of TF on the path.
+    p = run(["--help"], env={"PATH": "/usr/bin:/bin"})
+    assert p.returncode == 0, explain(p)
+    for word in ("required", "recommended", "--tf-dir", "--preload", "--json",
+                 "--timeout", "--require-devices", "--no-fork", "--filter"):
+        assert word in p.stdout
+
+
+def test_list_names_every_rule_once_with_grade():
+    p = run(["--list"])
+    assert p.returncode == 0, explain(p)
+    rules = re.findall(r"^  (\S+)\s+(required|recommended|simdev)\s+(\S.*)$",
+                       p.stdout, re.M)
+    ids = [r[0] for r in rules]
+    assert len(ids) >= 40, p.stdout
+    assert len(ids) == len(set(ids)), "duplicate rule ids"
+    assert {r[1] for r in rules} == {"required", "recommended", "simdev"}
+    for rid, grade, callback in rules:
+        assert re.fullmatch(r"[a-z_]+(\.[a-z0-9_]+)+", rid), rid
+        assert callback.strip(), rid
+    for rid in ("registration.init_ok", "platform.name_valid", "devices.count",
+                "host_callback.returns_true", "host_callback.runs",
+                "event.pending_until_work_done", "memcpy.stream_order",
+                "allocator_stats.available"):
+        assert rid in ids, rid
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--timeout", "abc", "x.so"], "not a valid number"),
+    (["--timeout", "0", "x.so"], "not a valid number"),
+    (["--require-devices", "-1", "x.so"], "not a valid number"),
+    (["--bogus", "x.so"], "unknown option"),
+    (["a.so", "b.so"], "one plugin per run"),
+    (["--json"], "needs a value"),
+    ([], "usage"),
+])
+def test_bad_command_lines_exit_2(args, words):
+    p = run(args)
+    assert p.returncode == 2, explain(p)
+    assert words in p.stderr, explain(p)
+
+
+def test_missing_plugin_is_a_setup_error_with_a_hint(tmp_path):
+    p = run([tmp_path / "nope.so"])
+    assert p.returncode == 2, explain(p)
+    assert "cannot load" in p.stderr and "hint:" in p.stderr
+
+
+def test_tf_dir_that_is_not_tf_says_what_to_pass(tmp_path):
+    p = run(["--tf-dir", tmp_path, PLUGIN])
+    assert p.returncode == 2, explain(p)
+    assert "libtensorflow_framework.so.2" in p.stderr
+    assert "--tf-dir" in p.stderr
+
+
+def test_library_without_se_init_is_a_required_failure(tmp_path):
+    libm = Path("/lib/x86_64-linux-gnu/libm.so.6")
+    if not libm.exists():
+        pytest.skip("no libm.so.6 at the Debian path")
+    out = tmp_path / "r.json"
+    p = run(["--json", out, libm])
+    assert p.returncode == 1, explain(p)
+    doc = json.loads(out.read_text())
+    assert doc["result"] == "fail" and doc["platform"] is None
+    assert [f["rule"] for f in doc["failures"]] == ["plugin.exports_se_init"]
+
+
+def test_unwritable_json_is_an_error():
+    p = run(["--filter", "generic.device", "--json", "/proc/nope/x.json", PLUGIN])
+    assert p.returncode == 2, explain(p)
+    assert "--json" in p.stderr
+
+
+# ---------------------------------------------------------------- results
+
+def test_json_document_for_simdev(tmp_path):
+    out = tmp_path / "r.json"
+    p = run(["--filter", "generic.device", "--filter", "generic.events",
+             "--json", out, PLUGIN])
+    assert p.returncode == 0, explain(p)
+    doc = json.loads(out.read_text())
+    assert doc["schema"] == 1
+    assert doc["platform"] == {"name": "SIMDEV", "type": "SIMDEV"}
+    assert doc["device_count"] == 1 and doc["devices_tested"] == 1
+    assert doc["result"] == "pass"
+    names = [t["name"] for t in doc["tests"]]
+    assert names == ["registration", "teardown", "generic.device",
+                     "generic.device_fns", "generic.events"], names
+    assert all(t["status"] == "pass" for t in doc["tests"]), doc["tests"]
+    assert doc["summary"]["required"]["failed"] == 0
+    assert doc["summary"]["required"]["passed"] > 20
+    assert doc["failures"] == []
+    assert "result: PASS" in p.stdout
+
+
+def test_no_fork_gives_the_same_verdict(tmp_path):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    pa = run(["--filter", "generic.memcpy", "--json", a, PLUGIN])
+    pb = run(["--no-fork", "--filter", "generic.memcpy", "--json", b, PLUGIN])
+    assert pa.returncode == 0 and pb.returncode == 0, explain(pa) + explain(pb)
+    da, db = json.loads(a.read_text()), json.loads(b.read_text())
+    assert da["summary"] == db["summary"]
+    assert [t["status"] for t in da["tests"]] == [t["status"] for t in db["tests"]]
+
+
+def build_crashy(tmp_path):
+    """libconf_mini.so with create_stream replaced, or skip if the mutant
+    plugins are not built."""
+    mini = BUILD / "tests/conformance/plugins/libconf_mini.so"
+    if not mini.exists():
+        pytest.skip("tests/conformance/plugins not built")
+    src = tmp_path / "crash.c"
+    src.write_text(textwrap.dedent(r"""
+        #include <dlfcn.h>
+        #include "tensorflow/c/experimental/stream_executor/stream_executor.h"
+        /* Wraps the minimal plugin; its create_stream dereferences NULL. */
+        static void crash_stream(const SP_Device* d, SP_Stream* s, TF_Status* st) {
+          (void)d; (void)st;
+          *s = *(SP_Stream volatile*)0;
+        }
+        static void (*real_create_se)(const SP_Platform*, SE_CreateStreamExecutorParams*,
+                                      TF_Status*);
+        static void create_se(const SP_Platform* p, SE_CreateStreamExecutorParams* params,
+                              TF_Status* st) {
+          real_create_se(p, params, st);
+          params->stream_executor->create_stream = crash_stream;
+        }
+        __attribute__((visibility("default")))
+        void SE_InitPlugin(SE_PlatformRegistrationParams* params, TF_Status* st) {
+          void* h = dlopen(MINI, RTLD_NOW | RTLD_LOCAL);
+          void (*init)(SE_PlatformRegistrationParams*, TF_Status*);
+          *(void**)&init = dlsym(h, "SE_InitPlugin");
+          init(params, st);
+          real_create_se = params->platform_fns->create_stream_executor;
+          params->platform_fns->create_stream_executor = create_se;
+        }
+        """))
+    lib = tmp_path / "libcrashy.so"
+    cc = shutil.which("cc") or shutil.which("gcc")
+    subprocess.run([cc, "-std=c11", "-shared", "-fPIC", "-O1",
+                    "-I", os.path.join(tf_dir(), "include"),
+                    '-DMINI="%s"' % mini, str(src), "-ldl", "-o", str(lib)],
+                   check=True)
+    return lib
+
+
+def test_a_crash_is_that_tests_failure_and_the_run_goes_on(tmp_path):
+    lib = build_crashy(tmp_path)
+    out = tmp_path / "r.json"
+    p = run(["--filter", "generic.streams", "--filter", "generic.allocate",
+             "--json", out, lib])
+    assert p.returncode == 1, explain(p)
+    doc = json.loads(out.read_text())
+    status = {t["name"]: t["status"] for t in doc["tests"]}
+    assert status["generic.streams"] == "crash", status
+    assert status["generic.allocate"] == "pass", status
+    crash = [f for f in doc["failures"] if f["test"] == "generic.streams"]
+    assert crash and crash[0]["rule"] == "generic.streams.finishes"
+    assert "signal 11" in crash[0]["observed"]
+    assert crash[0]["grade"] == "required"
+
+
+def test_no_fork_crash_prints_the_test_and_the_summary_so_far(tmp_path):
+    lib = build_crashy(tmp_path)
+    p = run(["--no-fork", "--filter", "generic.streams", lib])
+    assert p.returncode != 0
+    assert "CRASH: signal 11" in p.stdout, explain(p)
+    assert "in test 'generic.streams'" in p.stdout, explain(p)
+    assert "summary so far:" in p.stdout and "required:" in p.stdout
+
+
+# ---------------------------------------------------------------- shipped
+
+def test_installed_command_runs_on_installed_simdev(tmp_path):
+    if not INSTALLED.exists():
+        pytest.fail("%s missing: `pip install .` installs it" % INSTALLED)
+    out = tmp_path / "r.json"
+    p = subprocess.run([str(INSTALLED), "--simdev-plugin", "--simdev",
+                        "--filter", "simdev.platform", "--json", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, explain(p)
+    doc = json.loads(out.read_text())
+    assert doc["plugin"].endswith("tensorflow-plugins/libsimdev.so")
+    assert doc["result"] == "pass"
+    assert doc["summary"]["simdev"]["passed"] > 0
+
+
+def test_python_m_form_prints_help():
+    p = subprocess.run([sys.executable, "-m", "simdev.conformance", "--help"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, explain(p)
+    assert "usage: simdev_conformance" in p.stdout
+
+
+def by_hand_block():
+    doc = (ROOT / "docs/conformance.md").read_text()
+    m = re.search(r"<!-- by-hand build: tested by tests/conformance/test_cli.py -->\s*"
+                  r"```sh\n(.*?)```", doc, re.S)
+    assert m, "docs/conformance.md lost its by-hand build block"
+    return m.group(1)
+
+
+def test_by_hand_build_in_the_docs_compiles_as_written(tmp_path):
+    # The block runs from a checkout's root; a copy of the harness sources
+    # stands in for it, and `python` is this venv's.
+    shutil.copytree(ROOT / "tests/conformance", tmp_path / "tests/conformance",
+                    ignore=shutil.ignore_patterns("plugins", "__pycache__", "*.py"))
+    env = dict(os.environ, PATH="%s:%s" % (Path(sys.executable).parent,
+                                            os.environ["PATH"]))
+    script = "set -eu\n" + by_hand_block()
+    p = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, explain(p)
+    exe = tmp_path / "simdev_conformance"
+    assert exe.exists(), explain(p)
+    q = run(["--tf-dir", tf_dir(), "--filter", "generic.device", PLUGIN], exe=exe)
+    assert q.returncode == 0, explain(q)
+    assert "result: PASS" in q.stdout
