@@ -23,7 +23,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,20 +47,39 @@ int conf_spawn_self(char* const* args, char* const* envp, int* fd) {
 
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return -1;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], STDERR_FILENO);
-  pid_t pid;
-  int rc = posix_spawn(&pid, self, &fa, NULL, argv,
-                       envp != NULL ? envp : environ);
-  posix_spawn_file_actions_destroy(&fa);
-  close(fds[1]);
-  if (rc != 0) {
+  char* const* env = envp != NULL ? envp : environ;
+  /* fork + execve rather than posix_spawn: under valgrind posix_spawn's
+   * CLONE_VFORK becomes a plain fork whose exec failure the parent never
+   * learns (only an exit status 127); here the child says why. Between
+   * fork and exec only async-signal-safe calls (this process has threads). */
+  pid_t pid = fork();
+  if (pid < 0) {
+    int err = errno;
     close(fds[0]);
-    errno = rc;
+    close(fds[1]);
+    errno = err;
     return -1;
   }
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    dup2(fds[1], STDERR_FILENO);
+    execve(self, argv, env);
+    char msg[96] = "simdev_conformance: execve failed, errno ";
+    size_t used = strlen(msg);
+    int err = errno;
+    char digits[12];
+    int k = 0;
+    do {
+      digits[k++] = (char)('0' + err % 10);
+      err /= 10;
+    } while (err > 0 && k < 11);
+    while (k > 0 && used + 2 < sizeof(msg)) msg[used++] = digits[--k];
+    msg[used++] = '\n';
+    ssize_t w = write(STDERR_FILENO, msg, used);
+    (void)w;
+    _exit(127);
+  }
+  close(fds[1]);
   *fd = fds[0];
   return pid;
 }

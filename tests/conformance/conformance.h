@@ -42,6 +42,8 @@ typedef struct conf_options {
   const char* json;
   const char* filters[CONF_MAX_LIST];
   int nfilters;
+  const char* excludes[CONF_MAX_LIST];
+  int nexcludes;
   const char* preload[CONF_MAX_LIST];
   int npreload;
   int timeout_s;

@@ -568,7 +568,7 @@ static void analyze(conf_env* e, kd_arena* a, const kc_snapshots* s) {
     const kd_op* op = find_op(ops, oa.n, k->op);
     EXPECT(R_OP_EXISTS, op != NULL,
            "kernel for '%.*s' on %.*s: no op '%.*s' is registered (by "
-           "libtensorflow_cc.so.2 or by the plugin)",
+           "TF's C API library or by the plugin)",
            KD_STR(k->op), KD_STR(k->device), KD_STR(k->op));
     EXPECT(R_DEVICE_TYPE, kd_str_eq(k->device, type),
            "kernel for '%.*s' is for device type '%.*s'; the platform's type "
@@ -635,11 +635,11 @@ static void test_registrations(conf_env* e) {
       !tf_sym("TF_DeleteBuffer", &tf.del, err, sizeof(err))) {
     conf_skip(
         "the kernel checks need TF's op and kernel registries: %s "
-        "(--tf-dir: the directory with libtensorflow_cc.so.2)",
+        "(--tf-dir: the tensorflow directory with libtensorflow_cc.so.2, or python/_pywrap_tensorflow_internal.so before TF 2.11)",
         err);
     return;
   }
-  conf_note("libtensorflow_cc.so.2 (TF's ops and kernels) loaded in %.1f s",
+  conf_note("TF's op and kernel registries loaded in %.1f s",
             (double)(conf_now_ns() - t0) / 1e9);
 
   kc_snapshots s = {NULL, NULL, NULL, NULL};

@@ -109,7 +109,13 @@ int conf_load(conf_env* e, const char* path) {
       return 0;
     }
   }
-  /* As tsl::internal::LoadDynamicLibrary. */
+  /* As tsl::internal::LoadDynamicLibrary. A name without a '/' would be
+   * looked up on the library search path: the user means a file. */
+  char rel[4096];
+  if (strchr(path, '/') == NULL) {
+    snprintf(rel, sizeof(rel), "./%s", path);
+    path = rel;
+  }
   e->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (e->dl == NULL) {
     const char* why = dlerror();

@@ -21,6 +21,10 @@
 #define TEXT_MAX 480
 
 #define RECORD "@@conf\t"
+/* Different findings at one place (e.g. one line of a loop over ops) are
+ * printed up to this many times; beyond it, and for identical ones, only
+ * the count grows. */
+#define MAX_EXAMPLES 5
 
 typedef struct test_result {
   char name[96];
@@ -38,6 +42,8 @@ typedef struct failure {
   char where[96];
   char observed[TEXT_MAX];
   int count;
+  int distinct; /* different observed texts printed (first included) */
+  unsigned long seen[MAX_EXAMPLES]; /* their hashes */
 } failure;
 
 /* What a test that crashed or hung broke; its id is "<test>.finishes". */
@@ -166,6 +172,13 @@ void conf_report_test_end(void) {
 
 /* ------------------------------------------------------------ results */
 
+/* djb2: telling texts apart, not security. */
+static unsigned long text_hash(const char* s) {
+  unsigned long h = 5381;
+  for (; s != NULL && *s; s++) h = h * 33 + (unsigned char)*s;
+  return h;
+}
+
 static void add_failure(const conf_rule* rule, const char* rule_id,
                         conf_grade grade, const char* where,
                         const char* observed) {
@@ -176,6 +189,15 @@ static void add_failure(const conf_rule* rule, const char* rule_id,
     if (f->test == current && strcmp(f->rule_id, rule_id) == 0 &&
         strcmp(f->where, where) == 0) {
       f->count++;
+      unsigned long h = text_hash(observed);
+      for (int k = 0; k < f->distinct; k++) {
+        if (f->seen[k] == h) return;
+      }
+      if (f->distinct < MAX_EXAMPLES) {
+        f->seen[f->distinct++] = h;
+        printf("    also: %s\n", observed);
+        fflush(stdout);
+      }
       return;
     }
   }
@@ -191,6 +213,8 @@ static void add_failure(const conf_rule* rule, const char* rule_id,
   copy_flat(f->where, sizeof(f->where), where);
   copy_flat(f->observed, sizeof(f->observed), observed);
   f->count = 1;
+  f->distinct = 1;
+  f->seen[0] = text_hash(observed);
   printf("  %s [%s] %s", grade_fails_run(grade) ? "FAIL" : "WARN",
          conf_grade_name(grade), f->rule_id);
   if (rule != NULL) printf(" (%s)", rule->callback);

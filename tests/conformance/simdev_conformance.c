@@ -79,6 +79,8 @@ static void usage(FILE* f) {
       "  --list               print the tests and every rule, then exit\n"
       "  --filter SUBSTR      run only tests whose name contains SUBSTR\n"
       "                       (repeatable; registration always runs)\n"
+      "  --exclude SUBSTR     leave out tests whose name contains SUBSTR\n"
+      "                       (repeatable; after --filter)\n"
       "  --json FILE          also write the results as JSON (schema 1)\n"
       "  --timeout SECONDS    per test (default 60, or $CONF_TIMEOUT); a test\n"
       "                       that runs longer is killed and fails\n"
@@ -157,6 +159,9 @@ static int parse(int argc, char** argv, conf_options* o, char* lib_path,
     } else if (strcmp(a, "--filter") == 0) {
       TAKES_VALUE;
       if (!add_list(o->filters, &o->nfilters, v, "--filter")) return 2;
+    } else if (strcmp(a, "--exclude") == 0) {
+      TAKES_VALUE;
+      if (!add_list(o->excludes, &o->nexcludes, v, "--exclude")) return 2;
     } else if (strcmp(a, "--preload") == 0) {
       TAKES_VALUE;
       if (!add_list(o->preload, &o->npreload, v, "--preload")) return 2;
@@ -299,6 +304,9 @@ static const harness_test* find_test(const conf_options* o, const char* name) {
 }
 
 static int selected(const conf_options* o, const char* name) {
+  for (int i = 0; i < o->nexcludes; i++) {
+    if (strstr(name, o->excludes[i]) != NULL) return 0;
+  }
   if (o->nfilters == 0) return 1;
   for (int i = 0; i < o->nfilters; i++) {
     if (strstr(name, o->filters[i]) != NULL) return 1;

@@ -98,18 +98,30 @@ const char* conf_tf_dir(void) {
   return tf_dir;
 }
 
+/* Where TF's C API (c_api.h) lives: libtensorflow_cc.so.2 since TF 2.11,
+ * the Python extension before (TF 2.10 and older wheels have no
+ * libtensorflow_cc.so.2; that one needs libpython, see --preload). */
+static const char* const cc_libs[] = {CC, "python/_pywrap_tensorflow_internal.so"};
+
 void* conf_tf_cc_sym(const char* name, char* err, size_t errlen) {
   if (cc_handle == NULL) {
-    char path[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/%s", tf_dir, CC);
-    cc_handle = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    char why[2048] = "";
+    for (size_t i = 0; i < sizeof(cc_libs) / sizeof(cc_libs[0]); i++) {
+      char path[PATH_MAX + 64];
+      snprintf(path, sizeof(path), "%s/%s", tf_dir, cc_libs[i]);
+      cc_handle = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+      if (cc_handle != NULL) break;
+      size_t used = strlen(why);
+      snprintf(why + used, sizeof(why) - used, "%s%s", used ? "; " : "",
+               dlerror());
+    }
     if (cc_handle == NULL) {
-      snprintf(err, errlen, "cannot load %s: %s", path, dlerror());
+      snprintf(err, errlen, "cannot load TF's C API library: %s", why);
       return NULL;
     }
   }
   void* sym = dlsym(cc_handle, name);
-  if (sym == NULL) snprintf(err, errlen, "%s has no %s", CC, name);
+  if (sym == NULL) snprintf(err, errlen, "TF's C API library has no %s", name);
   return sym;
 }
 
