@@ -145,6 +145,15 @@ def test_json_document_for_simdev(tmp_path):
     assert "result: PASS" in p.stdout
 
 
+def test_exclude_leaves_tests_out(tmp_path):
+    out = tmp_path / "r.json"
+    p = run(["--filter", "generic.device", "--exclude", "device_fns",
+             "--json", out, PLUGIN])
+    assert p.returncode == 0, explain(p)
+    names = [t["name"] for t in json.loads(out.read_text())["tests"]]
+    assert names == ["registration", "teardown", "generic.device"], names
+
+
 def test_no_fork_gives_the_same_verdict(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     pa = run(["--filter", "generic.memcpy", "--json", a, PLUGIN])

@@ -69,9 +69,10 @@ MINI_RECOMMENDED = frozenset()
 # Tests the correct plugin skips: features it leaves out on purpose.
 MINI_SKIPPED = frozenset({"generic.unified_memory", "generic.timer"})
 
-# Tests that do not need a device (registration, the harness's own checks).
+# Tests that do not need a device (registration, the harness's own checks,
+# the kernel registrations: mini has no TF_InitKernel, so that one skips).
 NON_DEVICE_TESTS = frozenset(
-    {"registration", "harness.type_regex", "teardown"})
+    {"registration", "harness.type_regex", "teardown", "kernels.registrations"})
 
 # host_callback returning false: the tests that hold work at a gate with a
 # host callback report host_callback.returns_true and nothing else.
@@ -282,6 +283,11 @@ def test_grading(name, tmp_path):
     for t in res["tests"]:
         if t["status"] in ("crash", "timeout"):
             assert f"{t['name']}.finishes" in allowed, (t, context)
+
+    for t in res["tests"]:
+        if t["name"] == "kernels.registrations":
+            assert t["status"] == "skip", t
+            assert "TF_InitKernel" in t.get("reason", ""), t
 
     statuses = ("pass", "warn", "fail", "skip", "crash", "timeout")
     assert all(t["status"] in statuses for t in res["tests"]), res["tests"]
