@@ -319,15 +319,23 @@ extern const conf_child_case conf_child_cases[];
  * its results join this test's. */
 void conf_run_child(conf_env* e, const char* name);
 
+/* The file descriptor a child writes its result records to (child.c). */
+#define CONF_RECORD_FD 3
+
 /* Starts this program again with `args` (after argv[0]) and environment
- * envp (NULL: this one), its stdout and stderr on a pipe. Returns the pid
- * and the pipe's read end in *fd, or -1. */
-int conf_spawn_self(char* const* args, char* const* envp, int* fd);
+ * envp (NULL: this one) in a process group of its own: its stdout and
+ * stderr on one pipe (*out_fd), its records (CONF_RECORD_FD) on another
+ * (*rec_fd). Returns the pid, or -1 with errno set. */
+int conf_spawn_self(char* const* args, char* const* envp, int* out_fd,
+                    int* rec_fd);
 /* Spawns `--run-test test` with this process's TF, preloads and options. */
-int conf_spawn_test(const conf_env* e, const char* test, int* fd);
-/* Reads a spawned child's output until it exits or timeout_s passes (then
- * kills it): record lines go to the report, other lines are printed with
- * `prefix`. Returns the wait status, or -1 after a timeout. */
-int conf_collect_child(int pid, int fd, int timeout_s, const char* prefix);
+int conf_spawn_test(const conf_env* e, const char* test, int* out_fd,
+                    int* rec_fd);
+/* Reads a spawned child's output and records until it exits or timeout_s
+ * passes (then kills its process group): records go to the report, output
+ * lines are printed with `prefix`. Returns the wait status, or -1 after a
+ * timeout. */
+int conf_collect_child(int pid, int out_fd, int rec_fd, int timeout_s,
+                       const char* prefix);
 
 #endif /* SIMDEV_TESTS_CONFORMANCE_CONFORMANCE_H_ */

@@ -28,12 +28,13 @@
     "The TF_Status given to the callback is OK at entry (as TF's own test "  \
     "plugin passes it): the trampoline overwrites it, but a status still "   \
     "holding an earlier error hints that the plugin reads stale results.")   \
-  X(R_CB_ERROR, "stream_status.reports_callback_error", REQUIRED,            \
+  X(R_CB_ERROR, "stream_status.reports_callback_error", RECOMMENDED,         \
     "get_stream_status",                                                     \
     "After a host callback returned an error, get_stream_status reports an " \
-    "error: CStream::RefreshStatus latches it so the stream is no longer "   \
-    "ok(), which PluggableDeviceUtil's copies and SyncAll check; reporting " \
-    "OK turns a failed step into a success.")                                \
+    "error, so CStream::RefreshStatus would mark the stream bad. TF 2.21 "   \
+    "never reads the callback's status back and stream.h calls its effect "  \
+    "platform-dependent, but a plugin that forgets the error turns a "       \
+    "failed callback into a silent success for whoever asks.")               \
   X(R_CB_ENQUEUE, "host_callback.may_enqueue", RECOMMENDED, "host_callback", \
     "A host callback can enqueue more work on its own stream without "       \
     "deadlocking. TF 2.21 never does (its completion callbacks run on "      \

@@ -36,8 +36,9 @@
     "Every kernel is for an op in TF's op registry (TF's own or one the "      \
     "plugin registers): TF 2.21 looks kernels up only for nodes of "           \
     "registered ops (op_kernel.cc, FindKernelRegistration), so a kernel for "  \
-    "an unknown op is never used, and ValidateKernelRegistrations logs "       \
-    "\"OpKernel (...) for unknown op\" when it sees one.")                     \
+    "an unknown op is never used, silently: ValidateKernelRegistrations, "     \
+    "which would log \"OpKernel (...) for unknown op\", runs once, before "    \
+    "plugins load.")                                                           \
   X(R_DEVICE_TYPE, "kernels.device_type", RECOMMENDED, "TF_NewKernelBuilder",  \
     "Every kernel is for the plugin's own device type (SP_Platform.type): a "  \
     "kernel for another type (CPU, GPU, DEFAULT) runs the plugin's code on "   \

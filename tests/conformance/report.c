@@ -224,18 +224,32 @@ static void add_failure(const conf_rule* rule, const char* rule_id,
   fflush(stdout);
 }
 
+/* One record line, in one write (shorter than PIPE_BUF, so it is never
+ * interleaved with another writer's), to the parent's record pipe. */
+static void write_record(const char* fmt, ...) {
+  char line[2 * TEXT_MAX + 256];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  size_t len = (size_t)n < sizeof(line) - 1 ? (size_t)n : sizeof(line) - 2;
+  if (line[len - 1] != '\n') line[len++] = '\n';
+  ssize_t w = write(cfg.record_fd, line, len);
+  (void)w; /* the parent is gone: nobody to tell */
+}
+
 static void record_result(const conf_rule* rule, int ok, const char* where,
                           const char* observed) {
-  if (ok && quiet) return;
+  if (quiet) return;
   if (cfg.child) {
     if (ok) {
-      printf(RECORD "P\t%s\n", rule->id);
+      write_record(RECORD "P\t%s\n", rule->id);
     } else {
       char flat[TEXT_MAX];
       copy_flat(flat, sizeof(flat), observed);
-      printf(RECORD "F\t%s\t%s\t%s\n", rule->id, where, flat);
+      write_record(RECORD "F\t%s\t%s\t%s\n", rule->id, where, flat);
     }
-    fflush(stdout);
     return;
   }
   if (ok) {
@@ -284,7 +298,7 @@ void conf_note(const char* fmt, ...) {
   if (cfg.child) {
     char flat[TEXT_MAX];
     copy_flat(flat, sizeof(flat), text);
-    printf(RECORD "N\t%s\n", flat);
+    write_record(RECORD "N\t%s\n", flat);
   } else {
     printf("  note: %s\n", text);
   }
@@ -300,8 +314,7 @@ void conf_skip(const char* fmt, ...) {
   if (cfg.child) {
     char flat[TEXT_MAX];
     copy_flat(flat, sizeof(flat), text);
-    printf(RECORD "S\t%s\n", flat);
-    fflush(stdout);
+    write_record(RECORD "S\t%s\n", flat);
     return;
   }
   if (current < 0) return;
@@ -336,9 +349,7 @@ int conf_report_ingest(const char* line) {
   if (strncmp(line, RECORD, rl) != 0) return 0;
   if (cfg.child) {
     /* A grandchild's record: pass it up unchanged. */
-    fputs(line, stdout);
-    if (line[strlen(line) - 1] != '\n') putchar('\n');
-    fflush(stdout);
+    write_record("%s", line);
     return 1;
   }
   char buf[2 * TEXT_MAX];
@@ -416,7 +427,9 @@ static void json_str(FILE* f, const char* s) {
     unsigned char c = (unsigned char)*s;
     if (c == '"' || c == '\\') {
       fprintf(f, "\\%c", c);
-    } else if (c < 0x20) {
+    } else if (c < 0x20 || c >= 0x80) {
+      /* Bytes above 0x7f are escaped one by one (as Latin-1): a plugin's
+       * message need not be valid UTF-8, the JSON must be. */
       fprintf(f, "\\u%04x", c);
     } else {
       fputc(c, f);

@@ -7,9 +7,10 @@
  * collected here: failures print when they first happen, repeats of one rule
  * at one place collapse into a count, and the summary and --json come at the
  * end. In a child process that runs one test (--run-test), every result is
- * written to stdout as a record line instead, and the parent feeds those
- * lines back in with conf_report_ingest. Records are lines that start with
- * "@@conf\t"; every other line a child prints is the plugin's own output.
+ * written as a record line to a pipe of its own (record_fd) instead, and
+ * the parent feeds those lines back in with conf_report_ingest. Records are
+ * lines that start with "@@conf\t"; what a child prints on stdout and
+ * stderr is the plugin's own output and never parsed.
  *
  * Thread contract: main thread only, except conf_report_crash_summary, which
  * is async-signal-safe.
@@ -21,6 +22,7 @@
 
 typedef struct conf_report_config {
   int child;                    /* write records instead of collecting */
+  int record_fd;                /* where a child writes them */
   int simdev;                   /* simdev failures fail the run */
   int strict;                   /* recommended failures fail the run */
   const conf_rule* const* const* tables; /* NULL-ended list of rule tables */
@@ -39,9 +41,9 @@ void conf_report_init(const conf_report_config* config);
 /* Finds a rule by id in the configured tables; NULL if unknown. */
 const conf_rule* conf_report_find_rule(const char* id);
 
-/* While quiet, passes are not counted (failures still are): a test's
- * process registers the plugin again, and those checks were already
- * counted once, in the run's process. */
+/* While quiet, results are dropped: a test's process registers the plugin
+ * again, and those checks were already counted once, in the run's process
+ * (the test's process then checks only that registration worked again). */
 void conf_report_quiet(int quiet);
 
 void conf_report_test_begin(const char* name);

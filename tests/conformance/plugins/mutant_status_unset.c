@@ -7,8 +7,9 @@
  * found in TF 2.21's PluggableDevice code, tf-facts-12.md section 7); OK here
  * hides a failed callback from every caller that asks.
  *
- * Expected grade: required failure "stream_status.reports_callback_error"
- * (callback get_stream_status).
+ * Expected grade: recommended failure "stream_status.reports_callback_error"
+ * (callback get_stream_status): TF 2.21 never reads a callback's status
+ * back (stream.h: its effect is platform-dependent), so the run passes.
  */
 #include "mini.h"
 
