@@ -164,45 +164,99 @@ def test_no_fork_gives_the_same_verdict(tmp_path):
     assert [t["status"] for t in da["tests"]] == [t["status"] for t in db["tests"]]
 
 
-def build_crashy(tmp_path):
-    """libconf_mini.so with create_stream replaced, or skip if the mutant
-    plugins are not built."""
-    mini = BUILD / "tests/conformance/plugins/libconf_mini.so"
-    if not mini.exists():
+WRAPPER = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+#include <unistd.h>
+#include "tensorflow/c/experimental/stream_executor/stream_executor.h"
+/* Wraps a plugin of tests/conformance/plugins (BASE) and breaks one thing. */
+static void (*real_create_se)(const SP_Platform*, SE_CreateStreamExecutorParams*,
+                              TF_Status*);
+static void (*real_create_stream)(const SP_Device*, SP_Stream*, TF_Status*);
+%(code)s
+static void create_se(const SP_Platform* p, SE_CreateStreamExecutorParams* params,
+                      TF_Status* st) {
+  real_create_se(p, params, st);
+  real_create_stream = params->stream_executor->create_stream;
+  params->stream_executor->create_stream = create_stream;
+}
+__attribute__((visibility("default")))
+void SE_InitPlugin(SE_PlatformRegistrationParams* params, TF_Status* st) {
+  void* h = dlopen(BASE, RTLD_NOW | RTLD_LOCAL);
+  void (*init)(SE_PlatformRegistrationParams*, TF_Status*);
+  *(void**)&init = dlsym(h, "SE_InitPlugin");
+  init(params, st);
+  real_create_se = params->platform_fns->create_stream_executor;
+  params->platform_fns->create_stream_executor = create_se;
+  PLATFORM_FNS_HOOK(params->platform_fns);
+}
+"""
+
+
+def build_wrapper(tmp_path, name, code, base="libconf_mini.so", hook=""):
+    """A plugin wrapping `base` (from tests/conformance/plugins) whose
+    create_stream is `code`'s create_stream; `hook` edits the platform
+    functions. Skips if those plugins are not built."""
+    base_lib = BUILD / "tests/conformance/plugins" / base
+    if not base_lib.exists():
         pytest.skip("tests/conformance/plugins not built")
-    src = tmp_path / "crash.c"
-    src.write_text(textwrap.dedent(r"""
-        #include <dlfcn.h>
-        #include "tensorflow/c/experimental/stream_executor/stream_executor.h"
-        /* Wraps the minimal plugin; its create_stream dereferences NULL. */
-        static void crash_stream(const SP_Device* d, SP_Stream* s, TF_Status* st) {
-          (void)d; (void)st;
-          *s = *(SP_Stream volatile*)0;
-        }
-        static void (*real_create_se)(const SP_Platform*, SE_CreateStreamExecutorParams*,
-                                      TF_Status*);
-        static void create_se(const SP_Platform* p, SE_CreateStreamExecutorParams* params,
-                              TF_Status* st) {
-          real_create_se(p, params, st);
-          params->stream_executor->create_stream = crash_stream;
-        }
-        __attribute__((visibility("default")))
-        void SE_InitPlugin(SE_PlatformRegistrationParams* params, TF_Status* st) {
-          void* h = dlopen(MINI, RTLD_NOW | RTLD_LOCAL);
-          void (*init)(SE_PlatformRegistrationParams*, TF_Status*);
-          *(void**)&init = dlsym(h, "SE_InitPlugin");
-          init(params, st);
-          real_create_se = params->platform_fns->create_stream_executor;
-          params->platform_fns->create_stream_executor = create_se;
-        }
-        """))
-    lib = tmp_path / "libcrashy.so"
+    src = tmp_path / (name + ".c")
+    src.write_text(WRAPPER % {"code": code})
+    lib = tmp_path / ("lib%s.so" % name)
     cc = shutil.which("cc") or shutil.which("gcc")
-    subprocess.run([cc, "-std=c11", "-shared", "-fPIC", "-O1",
+    subprocess.run([cc, "-std=gnu11", "-shared", "-fPIC", "-O1",
                     "-I", os.path.join(tf_dir(), "include"),
-                    '-DMINI="%s"' % mini, str(src), "-ldl", "-o", str(lib)],
-                   check=True)
+                    '-DBASE="%s"' % base_lib,
+                    "-DPLATFORM_FNS_HOOK(p)=%s" % (hook or "(void)(p)"),
+                    str(src), "-ldl", "-o", str(lib)], check=True)
     return lib
+
+
+def build_crashy(tmp_path):
+    """libconf_mini.so whose create_stream dereferences NULL."""
+    return build_wrapper(tmp_path, "crashy", r"""
+static void create_stream(const SP_Device* d, SP_Stream* s, TF_Status* st) {
+  (void)d; (void)st;
+  *s = *(SP_Stream volatile*)0;
+}""")
+
+
+def test_plugin_output_cannot_hide_a_failure(tmp_path):
+    # Text without a newline, a NUL and a forged record on the plugin's own
+    # output, before every host callback test: the failures of
+    # libconf_mutant_cb_false.so must still be counted, the forgery not.
+    lib = build_wrapper(tmp_path, "noisy", r"""
+static void create_stream(const SP_Device* d, SP_Stream* s, TF_Status* st) {
+  fputs("[plugin] warn: no newline", stderr);
+  fflush(stderr);
+  ssize_t w = write(1, "x\0y", 3);
+  (void)w;
+  printf("@@conf\tP\thost_callback.returns_true\n");
+  fflush(stdout);
+  real_create_stream(d, s, st);
+}""", base="libconf_mutant_cb_false.so")
+    out = tmp_path / "r.json"
+    p = run(["--filter", "generic.host_callback", "--json", out, lib])
+    assert p.returncode == 1, explain(p)
+    doc = json.loads(out.read_text())
+    assert doc["result"] == "fail"
+    assert {f["rule"] for f in doc["failures"]} == {"host_callback.returns_true"}
+    assert doc["summary"]["required"]["failed"] >= 2
+
+
+def test_a_hang_in_registration_is_bounded(tmp_path):
+    lib = build_wrapper(tmp_path, "hangcount", r"""
+static void create_stream(const SP_Device* d, SP_Stream* s, TF_Status* st) {
+  real_create_stream(d, s, st);
+}
+static void count_forever(const SP_Platform* p, int* n, TF_Status* st) {
+  (void)p; (void)n; (void)st;
+  for (;;) pause();
+}""", hook="((p)->get_device_count = count_forever)")
+    p = run(["--timeout", "3", lib], timeout=120)
+    assert p.returncode == 1, explain(p)
+    assert "TIMEOUT: test 'registration' did not finish" in p.stdout, explain(p)
+    assert "summary so far:" in p.stdout
 
 
 def test_a_crash_is_that_tests_failure_and_the_run_goes_on(tmp_path):
