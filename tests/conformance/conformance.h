@@ -276,11 +276,14 @@ long conf_find_not(const void* buf, size_t n, unsigned char value);
     "host_callback returns true (the callback was enqueued): TF's "            \
     "CStream::DoHostCallbackWithStatus turns false into Internal \"Failed "    \
     "to host callback.\" (and leaks its context), failing whatever asked "     \
-    "for the callback.")                                                       \
+    "for the callback. TF 2.21's own PluggableDevice runtime completes work "  \
+    "through events and makes no such call; users of TF's Stream interface "   \
+    "do.")                                                                     \
   X(R_STREAM_STATUS_OK, "stream_status.ok", REQUIRED, "get_stream_status",     \
     "get_stream_status is OK for a stream on which nothing failed: TF's "      \
     "CStream::RefreshStatus latches an error for good (Stream::ok() is then "  \
-    "false and PluggableDeviceUtil's copies and SyncAll fail).")
+    "false and PluggableDeviceUtil's copies and SyncAll fail). No caller of "  \
+    "RefreshStatus was found in TF 2.21's PluggableDevice runtime.")
 CONF_RULES_DECLARE(CONF_COMMON_RULES)
 
 /* ------------------------------------------------------------ tests */

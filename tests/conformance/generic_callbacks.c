@@ -18,7 +18,8 @@
     "CStream::DoHostCallbackWithStatus hands over a context only "           \
     "HostCallbackTrampoline frees, and stream.h makes callbacks occupy the " \
     "stream like device work, so a dropped callback leaves whoever waits "   \
-    "for it waiting forever.")                                               \
+    "for it waiting forever (TF 2.21's own PluggableDevice runtime makes no " \
+    "host callbacks; users of TF's Stream interface do).")                   \
   X(R_CB_STATUS, "host_callback.gets_status", REQUIRED, "host_callback",     \
     "The callback is called with a non-NULL TF_Status: TF passes none of "   \
     "its own, and HostCallbackTrampoline writes the callback's result into " \
