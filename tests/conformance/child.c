@@ -37,17 +37,6 @@
 
 extern char** environ;
 
-/* Appends the decimal digits of v to buf at *at (async-signal-safe). */
-static void put_decimal(char* buf, size_t cap, size_t* at, int v) {
-  char digits[12];
-  int k = 0;
-  do {
-    digits[k++] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v > 0 && k < 11);
-  while (k > 0 && *at + 1 < cap) buf[(*at)++] = digits[--k];
-}
-
 int conf_spawn_self(char* const* args, char* const* envp, int* out_fd,
                     int* rec_fd) {
   char self[4096];
@@ -91,7 +80,7 @@ int conf_spawn_self(char* const* args, char* const* envp, int* out_fd,
     execve(self, argv, env);
     char msg[96] = "simdev_conformance: execve failed, errno ";
     size_t used = strlen(msg);
-    put_decimal(msg, sizeof(msg), &used, errno);
+    used = conf_put_num(msg, used, sizeof(msg) - 1, errno);
     msg[used++] = '\n';
     ssize_t w = write(STDERR_FILENO, msg, used);
     (void)w;

@@ -517,7 +517,7 @@ static size_t put_str(char* buf, size_t at, size_t cap, const char* s) {
   return at;
 }
 
-static size_t put_num(char* buf, size_t at, size_t cap, long v) {
+size_t conf_put_num(char* buf, size_t at, size_t cap, long v) {
   char tmp[24];
   int n = 0;
   if (v < 0 && at < cap) {
@@ -542,9 +542,9 @@ void conf_report_crash_summary(int fd) {
   for (int g = 0; g < CONF_GRADES; g++) {
     n = put_str(buf, n, cap, conf_grade_name((conf_grade)g));
     n = put_str(buf, n, cap, ": ");
-    n = put_num(buf, n, cap, passes[g]);
+    n = conf_put_num(buf, n, cap, passes[g]);
     n = put_str(buf, n, cap, " passed, ");
-    n = put_num(buf, n, cap, fails[g]);
+    n = conf_put_num(buf, n, cap, fails[g]);
     n = put_str(buf, n, cap, " failed\n");
   }
   ssize_t w = write(fd, buf, n);

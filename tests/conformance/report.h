@@ -18,6 +18,8 @@
 #ifndef SIMDEV_TESTS_CONFORMANCE_REPORT_H_
 #define SIMDEV_TESTS_CONFORMANCE_REPORT_H_
 
+#include <stddef.h>
+
 #include "harness.h"
 
 typedef struct conf_report_config {
@@ -60,7 +62,10 @@ int conf_report_run_failed(void);
 void conf_report_print_summary(const conf_report_meta* meta);
 /* Writes the JSON document (schema 1, docs/conformance.md). 0 on success. */
 int conf_report_write_json(const char* path, const conf_report_meta* meta);
-/* The counts so far and the running test, to fd: for a crash handler. */
+/* Writes v in decimal into buf at `at` (at most up to cap) and returns the
+ * new end: async-signal-safe, for crash handlers and between fork and exec. */
+size_t conf_put_num(char* buf, size_t at, size_t cap, long v);
+/* The counts so far, to fd: for a crash handler. */
 void conf_report_crash_summary(int fd);
 
 #endif /* SIMDEV_TESTS_CONFORMANCE_REPORT_H_ */

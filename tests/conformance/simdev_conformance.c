@@ -257,12 +257,8 @@ static void put(const char* s) {
 }
 
 static void on_crash(int sig) {
-  char num[8];
-  int n = 0;
-  for (int v = sig; v > 0 && n < 7; v /= 10) num[n++] = (char)('0' + v % 10);
-  char digits[8];
-  for (int i = 0; i < n; i++) digits[i] = num[n - 1 - i];
-  digits[n] = '\0';
+  char digits[24];
+  digits[conf_put_num(digits, 0, sizeof(digits) - 1, sig)] = '\0';
   put("CRASH: signal ");
   put(digits);
   put(" in test '");
