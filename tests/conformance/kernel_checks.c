@@ -34,10 +34,11 @@
 #define KERNEL_RULES(X)                                                        \
   X(R_OP_EXISTS, "kernels.op_exists", RECOMMENDED, "TF_RegisterKernelBuilder", \
     "Every kernel is for an op in TF's op registry (TF's own or one the "      \
-    "plugin registers): TF 2.21 looks kernels up only for nodes of "           \
-    "registered ops (op_kernel.cc, FindKernelRegistration), so a kernel for "  \
-    "an unknown op is never used, and ValidateKernelRegistrations logs "       \
-    "\"OpKernel (...) for unknown op\" when it sees one.")                     \
+    "plugin registers): TF 2.21 accepts any op name and looks kernels up "     \
+    "only for nodes of registered ops (op_kernel.cc, "                         \
+    "FindKernelRegistration), so a kernel for an unknown op is silently "      \
+    "never used (ValidateKernelRegistrations, which would warn, runs on the "  \
+    "op registry's first use, before plugins load).")                          \
   X(R_DEVICE_TYPE, "kernels.device_type", RECOMMENDED, "TF_NewKernelBuilder",  \
     "Every kernel is for the plugin's own device type (SP_Platform.type): a "  \
     "kernel for another type (CPU, GPU, DEFAULT) runs the plugin's code on "   \
@@ -81,7 +82,8 @@
     "registered before TF_InitKernel (TF's own): TF 2.21's "                   \
     "FindKernelRegistration (op_kernel.cc) fails such a node with "            \
     "InvalidArgument \"Multiple OpKernel registrations match NodeDef at the "  \
-    "same priority\".")
+    "same priority\" (for DEFAULT kernels, \"Multiple Default OpKernel "       \
+    "registrations\", whatever their priorities).")
 CONF_RULES(conf_kernel_rules, KERNEL_RULES)
 
 /* ------------------------------------------------------------ ordering */
@@ -442,9 +444,13 @@ static void check_duplicates(const kd_kernel* news, size_t i,
   const kd_kernel* k = &news[i];
   kc_text d = {.n = 0};
   add_kernel(&d, k);
+  /* FindKernelRegistration lets the higher priority win among the device
+   * type's own kernels, but fails on any two matching DEFAULT kernels. */
+  int any_priority = kd_str_eq_c(k->device, "DEFAULT");
   for (size_t j = i; j-- > 0 && cmp_key(&news[j], k) == 0;) {
     kc_text why = {.n = 0};
-    if (news[j].priority != k->priority || !overlap(&news[j], k, op, &why)) {
+    if ((!any_priority && news[j].priority != k->priority) ||
+        !overlap(&news[j], k, op, &why)) {
       continue;
     }
     if (cmp_bytes(&news[j].src, &k->src) == 0) {
@@ -462,7 +468,8 @@ static void check_duplicates(const kd_kernel* news, size_t i,
   for (size_t j = key_lower_bound(olds, nold, k);
        j < nold && cmp_key(&olds[j], k) == 0; j++) {
     kc_text why = {.n = 0};
-    if (olds[j].priority != k->priority || !overlap(&olds[j], k, op, &why)) {
+    if ((!any_priority && olds[j].priority != k->priority) ||
+        !overlap(&olds[j], k, op, &why)) {
       continue;
     }
     if (k->mark) {
