@@ -306,8 +306,9 @@ static void check_constraints(const kd_kernel* k, const kd_op* op) {
     /* Two places, so that both cases show when both occur. */
     if (c->nv == 0) {
       EXPECT(R_CONSTRAINT_VALUES, 0,
-             "kernel for %s: the constraint on attr '%.*s' lists no value", d.s,
-             KD_STR(c->name));
+             "kernel for %s: the constraint on attr '%.*s' lists no type, "
+             "string, int or bool value",
+             d.s, KD_STR(c->name));
       continue;
     }
     if (!EXPECT(R_CONSTRAINT_VALUES, one_kind(c),
