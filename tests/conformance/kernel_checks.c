@@ -34,11 +34,11 @@
 #define KERNEL_RULES(X)                                                        \
   X(R_OP_EXISTS, "kernels.op_exists", RECOMMENDED, "TF_RegisterKernelBuilder", \
     "Every kernel is for an op in TF's op registry (TF's own or one the "      \
-    "plugin registers): TF 2.21 looks kernels up only for nodes of "           \
-    "registered ops (op_kernel.cc, FindKernelRegistration), so a kernel for "  \
-    "an unknown op is never used, silently: ValidateKernelRegistrations, "     \
-    "which would log \"OpKernel (...) for unknown op\", runs once, before "    \
-    "plugins load.")                                                           \
+    "plugin registers): TF 2.21 accepts any op name and looks kernels up "     \
+    "only for nodes of registered ops (op_kernel.cc, "                         \
+    "FindKernelRegistration), so a kernel for an unknown op is silently "      \
+    "never used (ValidateKernelRegistrations, which would warn, runs on the "  \
+    "op registry's first use, before plugins load).")                          \
   X(R_DEVICE_TYPE, "kernels.device_type", RECOMMENDED, "TF_NewKernelBuilder",  \
     "Every kernel is for the plugin's own device type (SP_Platform.type): a "  \
     "kernel for another type (CPU, GPU, DEFAULT) runs the plugin's code on "   \
@@ -82,7 +82,8 @@
     "registered before TF_InitKernel (TF's own): TF 2.21's "                   \
     "FindKernelRegistration (op_kernel.cc) fails such a node with "            \
     "InvalidArgument \"Multiple OpKernel registrations match NodeDef at the "  \
-    "same priority\".")
+    "same priority\" (for DEFAULT kernels, \"Multiple Default OpKernel "       \
+    "registrations\", whatever their priorities).")
 CONF_RULES(conf_kernel_rules, KERNEL_RULES)
 
 /* ------------------------------------------------------------ ordering */
@@ -305,8 +306,9 @@ static void check_constraints(const kd_kernel* k, const kd_op* op) {
     /* Two places, so that both cases show when both occur. */
     if (c->nv == 0) {
       EXPECT(R_CONSTRAINT_VALUES, 0,
-             "kernel for %s: the constraint on attr '%.*s' lists no value", d.s,
-             KD_STR(c->name));
+             "kernel for %s: the constraint on attr '%.*s' lists no type, "
+             "string, int or bool value",
+             d.s, KD_STR(c->name));
       continue;
     }
     if (!EXPECT(R_CONSTRAINT_VALUES, one_kind(c),
@@ -443,9 +445,13 @@ static void check_duplicates(const kd_kernel* news, size_t i,
   const kd_kernel* k = &news[i];
   kc_text d = {.n = 0};
   add_kernel(&d, k);
+  /* FindKernelRegistration lets the higher priority win among the device
+   * type's own kernels, but fails on any two matching DEFAULT kernels. */
+  int any_priority = kd_str_eq_c(k->device, "DEFAULT");
   for (size_t j = i; j-- > 0 && cmp_key(&news[j], k) == 0;) {
     kc_text why = {.n = 0};
-    if (news[j].priority != k->priority || !overlap(&news[j], k, op, &why)) {
+    if ((!any_priority && news[j].priority != k->priority) ||
+        !overlap(&news[j], k, op, &why)) {
       continue;
     }
     if (cmp_bytes(&news[j].src, &k->src) == 0) {
@@ -463,7 +469,8 @@ static void check_duplicates(const kd_kernel* news, size_t i,
   for (size_t j = key_lower_bound(olds, nold, k);
        j < nold && cmp_key(&olds[j], k) == 0; j++) {
     kc_text why = {.n = 0};
-    if (olds[j].priority != k->priority || !overlap(&olds[j], k, op, &why)) {
+    if ((!any_priority && olds[j].priority != k->priority) ||
+        !overlap(&olds[j], k, op, &why)) {
       continue;
     }
     if (k->mark) {
