@@ -183,21 +183,33 @@ static int list_values(const pbw_field* attr_value, kd_val* out, size_t* n) {
   return rc == PBW_ERROR ? bad(&r, "AttrValue") : 0;
 }
 
-static int decode_constraint(kd_arena* a, const pbw_field* msg,
-                             kd_constraint* c) {
+/* The first pass over a message: how many values its AttrValue field
+ * `number` lists (a second pass fills them in, into memory sized by this). */
+static int count_allowed(const pbw_field* msg, int number, const char* what,
+                         size_t* n) {
   pbw_reader r;
   pbw_field f;
   int rc;
-  size_t n = 0;
   pbw_init_field(&r, msg);
   while ((rc = pbw_next(&r, &f)) == PBW_FIELD) {
-    if (f.number == CONSTRAINT_ALLOWED && f.wire == PBW_LEN &&
-        list_values(&f, NULL, &n) != 0) {
+    if ((int)f.number == number && f.wire == PBW_LEN &&
+        list_values(&f, NULL, n) != 0) {
       return -1;
     }
   }
-  if (rc == PBW_ERROR) return bad(&r, "KernelDef.AttrConstraint");
+  return rc == PBW_ERROR ? bad(&r, what) : 0;
+}
+
+static int decode_constraint(kd_arena* a, const pbw_field* msg,
+                             kd_constraint* c) {
+  size_t n = 0;
+  if (count_allowed(msg, CONSTRAINT_ALLOWED, "KernelDef.AttrConstraint",
+                    &n) != 0) {
+    return -1;
+  }
   c->v = kd_alloc(a, n, sizeof(*c->v));
+  pbw_reader r;
+  pbw_field f;
   pbw_init_field(&r, msg);
   while (pbw_next(&r, &f) == PBW_FIELD) {
     if (f.wire != PBW_LEN) continue;
@@ -244,18 +256,12 @@ int kd_decode_kernel(kd_arena* a, const pbw_field* msg, kd_kernel* k) {
 }
 
 static int decode_attr(kd_arena* a, const pbw_field* msg, kd_attr* at) {
+  size_t n = 0;
+  if (count_allowed(msg, ATTRDEF_ALLOWED, "OpDef.AttrDef", &n) != 0) {
+    return -1;
+  }
   pbw_reader r;
   pbw_field f;
-  int rc;
-  size_t n = 0;
-  pbw_init_field(&r, msg);
-  while ((rc = pbw_next(&r, &f)) == PBW_FIELD) {
-    if (f.number == ATTRDEF_ALLOWED && f.wire == PBW_LEN &&
-        list_values(&f, NULL, &n) != 0) {
-      return -1;
-    }
-  }
-  if (rc == PBW_ERROR) return bad(&r, "OpDef.AttrDef");
   kd_val* v = kd_alloc(a, n, sizeof(*v));
   size_t nv = 0;
   pbw_init_field(&r, msg);

@@ -288,38 +288,41 @@ int conf_check_cmp(const conf_rule* rule, int ok, const char* file, int line,
                     (long long)a, op, (long long)b);
 }
 
+/* Formats into a one-line text (tabs and newlines flattened, so that it
+ * stays one record field). */
+static void vformat_flat(char* out, size_t cap, const char* fmt, va_list ap) {
+  char text[TEXT_MAX];
+  vsnprintf(text, sizeof(text), fmt, ap);
+  copy_flat(out, cap, text);
+}
+
 void conf_note(const char* fmt, ...) {
   if (quiet) return;
   char text[TEXT_MAX];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(text, sizeof(text), fmt, ap);
+  vformat_flat(text, sizeof(text), fmt, ap);
   va_end(ap);
   if (cfg.child) {
-    char flat[TEXT_MAX];
-    copy_flat(flat, sizeof(flat), text);
-    write_record(RECORD "N\t%s\n", flat);
+    write_record(RECORD "N\t%s\n", text);
   } else {
     printf("  note: %s\n", text);
+    fflush(stdout);
   }
-  fflush(stdout);
 }
 
 void conf_skip(const char* fmt, ...) {
   char text[TEXT_MAX];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(text, sizeof(text), fmt, ap);
+  vformat_flat(text, sizeof(text), fmt, ap);
   va_end(ap);
   if (cfg.child) {
-    char flat[TEXT_MAX];
-    copy_flat(flat, sizeof(flat), text);
-    write_record(RECORD "S\t%s\n", flat);
-    return;
+    write_record(RECORD "S\t%s\n", text);
+  } else if (current >= 0) {
+    tests[current].skipped = 1;
+    copy_flat(tests[current].reason, sizeof(tests[current].reason), text);
   }
-  if (current < 0) return;
-  tests[current].skipped = 1;
-  copy_flat(tests[current].reason, sizeof(tests[current].reason), text);
 }
 
 void conf_report_test_abort(const char* status, const char* observed) {

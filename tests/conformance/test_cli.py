@@ -16,10 +16,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-BUILD = ROOT / "build"
-HARNESS = Path(os.environ.get("SIMDEV_CONFORMANCE",
-                              BUILD / "tests/conformance/simdev_conformance"))
+from harnessrun import BUILD, HARNESS, PLUGINS, ROOT
+
 PLUGIN = BUILD / "libsimdev.so"
 INSTALLED = Path(sys.executable).parent / "simdev-conformance"
 
@@ -197,7 +195,7 @@ def build_wrapper(tmp_path, name, code, base="libconf_mini.so", hook=""):
     """A plugin wrapping `base` (from tests/conformance/plugins) whose
     create_stream is `code`'s create_stream; `hook` edits the platform
     functions. Skips if those plugins are not built."""
-    base_lib = BUILD / "tests/conformance/plugins" / base
+    base_lib = PLUGINS / base
     if not base_lib.exists():
         pytest.skip("tests/conformance/plugins not built")
     src = tmp_path / (name + ".c")

@@ -15,20 +15,11 @@ No TensorFlow import: the harness is a C program; it runs in a subprocess.
 The harness is $SIMDEV_CONFORMANCE if set, else the build tree's.
 """
 
-import json
-import os
 import re
-import subprocess
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-HARNESS = Path(
-    os.environ.get("SIMDEV_CONFORMANCE")
-    or ROOT / "build" / "tests" / "conformance" / "simdev_conformance"
-)
-PLUGINS = ROOT / "build" / "tests" / "conformance" / "plugins"
+from harnessrun import PLUGINS, run_json
+
 PER_TEST_TIMEOUT = 120  # --timeout, seconds per harness test
-RUN_TIMEOUT = 600  # the whole harness run; only a harness bug reaches it
 
 REQ, REC = "required", "recommended"
 
@@ -57,18 +48,9 @@ TEXT = re.compile(r"^    (?:observed|also): (.*)$")
 def run_harness(plugin, tmp_path):
     """Runs the kernel checks on plugin; returns (exit code, JSON, stdout,
     stderr)."""
-    path = PLUGINS / plugin
-    assert HARNESS.is_file(), f"{HARNESS} not built (make build)"
-    assert path.is_file(), f"{path} not built (make build)"
-    out = tmp_path / "result.json"
-    cmd = [str(HARNESS), "--filter", "kernels", "--json", str(out),
-           "--timeout", str(PER_TEST_TIMEOUT), str(path)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT)
-    assert out.is_file(), (
-        f"{' '.join(cmd)} wrote no JSON:\n{proc.stdout}{proc.stderr}")
-    return proc.returncode, json.loads(out.read_text()), proc.stdout, \
-        proc.stderr
+    proc, doc = run_json(["--filter", "kernels"], PLUGINS / plugin, tmp_path,
+                         PER_TEST_TIMEOUT)
+    return proc.returncode, doc, proc.stdout, proc.stderr
 
 
 def printed_failures(stdout):

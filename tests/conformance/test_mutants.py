@@ -11,23 +11,15 @@ No TensorFlow import: the harness is a C program; it runs in a subprocess.
 The harness is $SIMDEV_CONFORMANCE if set, else the build tree's.
 """
 
-import json
-import os
 import re
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-HARNESS = Path(
-    os.environ.get("SIMDEV_CONFORMANCE")
-    or ROOT / "build" / "tests" / "conformance" / "simdev_conformance"
-)
-PLUGINS = ROOT / "build" / "tests" / "conformance" / "plugins"
+from harnessrun import PLUGINS, run_json
+
 PER_TEST_TIMEOUT = 20  # --timeout, seconds per harness test
-RUN_TIMEOUT = 900  # the whole harness run; only a harness bug reaches it
 
 
 @dataclass(frozen=True)
@@ -211,17 +203,9 @@ CASES = {
 
 def run_harness(case, tmp_path):
     """Runs the harness on case's plugin; returns (exit code, JSON, output)."""
-    plugin = PLUGINS / case.plugin
-    assert HARNESS.is_file(), f"{HARNESS} not built (make build)"
-    assert plugin.is_file(), f"{plugin} not built (make build)"
-    out = tmp_path / "result.json"
-    cmd = [str(HARNESS), *case.args, "--json", str(out),
-           "--timeout", str(PER_TEST_TIMEOUT), str(plugin)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT)
-    text = proc.stdout + proc.stderr
-    assert out.is_file(), f"{' '.join(cmd)} wrote no JSON:\n{text}"
-    return proc.returncode, json.loads(out.read_text()), text
+    proc, doc = run_json(list(case.args), PLUGINS / case.plugin, tmp_path,
+                         PER_TEST_TIMEOUT)
+    return proc.returncode, doc, proc.stdout + proc.stderr
 
 
 def describe(f):
