@@ -33,7 +33,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "graph/sg.h"
+#include "graph/passes.h"
 
 /* TF's DataType enum values (types.proto). */
 enum { DT_FLOAT = 1, DT_DOUBLE = 2 };
