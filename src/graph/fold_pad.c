@@ -1,6 +1,6 @@
 /*
- * fold_pad.c - pass `fold_pad`: a zero Pad that only feeds a convolution
- * becomes that convolution's explicit padding.
+ * fold_pad.c - pass `fold_pad`: a zero Pad that only feeds convolutions
+ * becomes their explicit padding.
  *
  *   y = Conv2D(Pad(x, paddings), w, padding=VALID|EXPLICIT)
  *     ->  y = Conv2D(x, w, padding=EXPLICIT, explicit_paddings += paddings)
@@ -16,12 +16,21 @@
  * - paddings is a Const of 8 int32/int64 values (a rank-4 input), all >= 0,
  *   zero in the batch and channel dimensions of the convolution's
  *   data_format (explicit_paddings can pad the spatial dimensions only);
- * - the Pad output's only consumer is input 0 of the convolution (no other
- *   data use, no control use), the Pad is not in the preserve list, and the
- *   Pad and the convolution are on the same SIMDEV device with the same T;
+ * - every consumer of the Pad's output reads it as input 0 of a
+ *   convolution, or of a convolution's filter gradient
+ *   (Conv2DBackpropFilter, DepthwiseConv2dNativeBackpropFilter: in a
+ *   training step the padded tensor feeds both, and the gradient with the
+ *   same explicit padding is the same gradient), at least one a forward
+ *   convolution, all with the same strides, dilations, padding,
+ *   explicit_paddings and data_format; the Pad is not in the preserve list,
+ *   and it and its consumers are on the same SIMDEV device with the same T;
+ *   a node that waits on the Pad (a control edge: TF's constant folding
+ *   leaves one on every Shape of the padded tensor it folds) then waits on
+ *   the producer of x, the only thing the Pad itself waited for besides its
+ *   own control inputs (which the Pad's consumers take over) and a Const;
  * - the convolution's padding is VALID or EXPLICIT (SAME's amount depends on
  *   the input size; folding into it would need shapes).
- * The convolution keeps its name; the Pad's control inputs move to it.
+ * Each consumer keeps its name; the Pad's control inputs move to them.
  *
  * Runs before `remap`: a Conv2D made EXPLICIT still fuses (_FusedConv2D
  * takes EXPLICIT), a depthwise one does not (_FusedDepthwiseConv2dNative
@@ -38,9 +47,10 @@
 /* TF's DataType enum values (types.proto). */
 enum { DT_FLOAT = 1, DT_DOUBLE = 2 };
 
-/* Most control inputs a folded convolution may end up with (bounded stack
- * use; a Pad with more is left alone). */
+/* Most inputs a folded convolution may end up with, and most consumers a
+ * folded Pad may have (bounded stack use; more is left alone). */
 #define MAX_INPUTS 48
+#define MAX_CONSUMERS 8
 
 /* ---- a Const of +0.0 ---------------------------------------------------- */
 
@@ -131,25 +141,96 @@ static sg_node* producer(const sg_graph* g, const sg_node* n, int i) {
   return r.node != NULL && !r.node->removed && r.port == 0 ? r.node : NULL;
 }
 
-/* The convolution p alone feeds (input 0), or NULL. */
-static sg_node* sole_conv(sg_graph* g, const sg_node* p) {
-  sg_use use[2];
-  if (sg_uses(g, p, -1, use, 2) != 0 || sg_uses(g, p, SG_ANY_PORT, use, 2) != 1)
-    return NULL;
-  sg_node* c = use[0].node;
-  if (use[0].input != 0 || (strcmp(c->op, "Conv2D") != 0 &&
-                            strcmp(c->op, "DepthwiseConv2dNative") != 0))
-    return NULL;
-  return c;
+/* The ops whose input 0 a Pad may fold into, with their data input count. */
+static int foldable_inputs(const sg_node* c, bool* forward) {
+  static const struct {
+    const char* op;
+    int ninputs;
+    bool forward;
+  } kOps[] = {{"Conv2D", 2, true},
+              {"DepthwiseConv2dNative", 2, true},
+              {"Conv2DBackpropFilter", 3, false},
+              {"DepthwiseConv2dNativeBackpropFilter", 3, false}};
+  for (size_t i = 0; i < sizeof(kOps) / sizeof(kOps[0]); i++) {
+    if (strcmp(c->op, kOps[i].op) == 0) {
+      *forward = kOps[i].forward;
+      return kOps[i].ninputs;
+    }
+  }
+  return -1;
 }
 
-/* Folds Pad p into its convolution if every condition holds; 1 if folded,
- * 0 if left alone, -1 on error. */
+/* a and b hold attribute `name` with the same serialized value, or both
+ * lack it. */
+static bool same_attr(const sg_node* a, const sg_node* b, const char* name) {
+  const sg_attr* x = sg_attr_find(a, name);
+  const sg_attr* y = sg_attr_find(b, name);
+  if (x == NULL || y == NULL) return x == y;
+  return x->len == y->len && memcmp(x->value, y->value, x->len) == 0;
+}
+
+/* The consumers of p, into c[0..*n): every data use is input 0 of a
+ * convolution (or of its filter gradient, which reads the same padded
+ * input) on p's device with p's T, all with the same window attributes, at
+ * least one a forward convolution. */
+static bool consumers(sg_graph* g, const sg_node* p, int t, sg_node** c,
+                      int* n) {
+  static const char* const kWindow[] = {"strides", "dilations", "padding",
+                                        "explicit_paddings", "data_format"};
+  sg_use use[MAX_CONSUMERS];
+  bool any_forward = false;
+  *n = sg_uses(g, p, SG_ANY_PORT, use, MAX_CONSUMERS);
+  if (*n < 1 || *n > MAX_CONSUMERS) return false;
+  for (int i = 0; i < *n; i++) {
+    sg_node* u = use[i].node;
+    bool forward = false;
+    int tu;
+    if (use[i].input != 0 || foldable_inputs(u, &forward) < 0 ||
+        num_data_inputs(u) != foldable_inputs(u, &forward) ||
+        !sg_on_simdev(u) || strcmp(u->device, p->device) != 0 ||
+        !sg_attr_type(u, "T", &tu) || tu != t)
+      return false;
+    for (size_t k = 0; k < sizeof(kWindow) / sizeof(kWindow[0]); k++)
+      if (!same_attr(u, use[0].node, kWindow[k])) return false;
+    for (int j = 0; j < i; j++)
+      if (c[j] == u) return false; /* input 0 is one input: cannot repeat */
+    any_forward = any_forward || forward;
+    c[i] = u;
+  }
+  return any_forward;
+}
+
+/* Rewrites the inputs of u, a consumer of p, for p's removal: a data input
+ * 0 that reads p reads x (p's input) instead; a control input on p becomes
+ * one on x's node; p's own control inputs are added (once each). */
+static int reroute(sg_graph* g, sg_node* u, const sg_node* p, int pdata,
+                   const char* x_control, sg_err* err) {
+  const char* inputs[MAX_INPUTS];
+  int n = 0;
+  bool had_control = false;
+  for (int i = 0; i < u->ninputs; i++) {
+    sg_ref r = sg_input(g, u, i);
+    if (r.node == p && r.port == -1)
+      had_control = true;
+    else
+      inputs[n++] = i == 0 && r.node == p ? p->inputs[0] : u->inputs[i];
+  }
+  for (int i = had_control ? -1 : pdata; i < p->ninputs; i++) {
+    const char* in = i < 0 ? x_control : p->inputs[i];
+    bool dup = false;
+    for (int j = 0; j < n; j++) dup = dup || strcmp(inputs[j], in) == 0;
+    if (!dup) inputs[n++] = in;
+  }
+  return sg_set_inputs(g, u, inputs, n, err);
+}
+
+/* Folds Pad p into its convolution(s) if every condition holds; 1 if
+ * folded, 0 if left alone, -1 on error. */
 static int try_fold(sg_graph* g, const sg_ctx* ctx, sg_node* p, sg_err* err) {
   bool v2 = strcmp(p->op, "PadV2") == 0;
-  int t, tc;
+  int t, pdata = v2 ? 3 : 2;
   if ((!v2 && strcmp(p->op, "Pad") != 0) || !sg_on_simdev(p) ||
-      sg_preserved(ctx, p->name) || num_data_inputs(p) != (v2 ? 3 : 2) ||
+      sg_preserved(ctx, p->name) || num_data_inputs(p) != pdata ||
       !sg_attr_type(p, "T", &t))
     return 0;
   if (v2) {
@@ -162,10 +243,19 @@ static int try_fold(sg_graph* g, const sg_ctx* ctx, sg_node* p, sg_err* err) {
   if (k == NULL || strcmp(k->op, "Const") != 0 ||
       !sg_const_ints(k, pads, 9, &npads) || npads != 8)
     return 0;
-  sg_node* c = sole_conv(g, p);
-  if (c == NULL || !sg_on_simdev(c) || strcmp(c->device, p->device) != 0 ||
-      !sg_attr_type(c, "T", &tc) || tc != t || num_data_inputs(c) != 2)
-    return 0;
+  sg_node* conv[MAX_CONSUMERS];
+  int nconv = 0;
+  if (!consumers(g, p, t, conv, &nconv)) return 0;
+  /* Control uses of p (TF's constant folding leaves one on each Shape it
+   * folds) will wait for x's producer instead: p only waited for it too
+   * (and for its paddings, a Const). */
+  sg_use ctl[MAX_CONSUMERS];
+  int nctl = sg_uses(g, p, -1, ctl, MAX_CONSUMERS);
+  sg_ref x = sg_input(g, p, 0);
+  if (nctl > MAX_CONSUMERS || x.node == NULL) return 0;
+  const char* x_control = sg_input_name(g, x.node->name, -1);
+  if (x_control == NULL) return sg_fail(err, SG_ENOMEM, "fold_pad: no memory");
+  sg_node* c = conv[0]; /* all have the same window attributes */
 
   char pad[16], fmt[8] = "NHWC";
   if (!sg_attr_string(c, "padding", pad, sizeof(pad))) return 0;
@@ -193,23 +283,20 @@ static int try_fold(sg_graph* g, const sg_ctx* ctx, sg_node* p, sg_err* err) {
     if (pads[i] > INT64_MAX - sum[i]) return 0;
     sum[i] += pads[i];
   }
+  for (int i = 0; i < nconv; i++)
+    if (conv[i]->ninputs + p->ninputs >= MAX_INPUTS) return 0;
+  for (int i = 0; i < nctl; i++)
+    if (ctl[i].node->ninputs + p->ninputs >= MAX_INPUTS) return 0;
 
-  /* New inputs: x, the filter, the convolution's then the Pad's controls. */
-  const char* inputs[MAX_INPUTS];
-  int n = 0;
-  if (c->ninputs + p->ninputs > MAX_INPUTS) return 0;
-  inputs[n++] = p->inputs[0];
-  for (int i = 1; i < c->ninputs; i++) inputs[n++] = c->inputs[i];
-  for (int i = v2 ? 3 : 2; i < p->ninputs; i++) {
-    bool dup = false;
-    for (int j = 2; j < n; j++)
-      dup = dup || strcmp(inputs[j], p->inputs[i]) == 0;
-    if (!dup) inputs[n++] = p->inputs[i];
+  /* Control consumers first: sg_uses results are void after a mutation. */
+  for (int i = 0; i < nctl; i++)
+    if (reroute(g, ctl[i].node, p, pdata, x_control, err) != 0) return -1;
+  for (int i = 0; i < nconv; i++) {
+    if (reroute(g, conv[i], p, pdata, x_control, err) != 0 ||
+        sg_set_attr_string(g, conv[i], "padding", "EXPLICIT", err) != 0 ||
+        sg_set_attr_ints(g, conv[i], "explicit_paddings", sum, 8, err) != 0)
+      return -1;
   }
-  if (sg_set_inputs(g, c, inputs, n, err) != 0 ||
-      sg_set_attr_string(g, c, "padding", "EXPLICIT", err) != 0 ||
-      sg_set_attr_ints(g, c, "explicit_paddings", sum, 8, err) != 0)
-    return -1;
   sg_remove(g, p);
   return 1;
 }
