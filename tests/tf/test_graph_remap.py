@@ -1,61 +1,37 @@
 """Passes `remap` and `fold_pad` (src/graph/remap.c, src/graph/fold_pad.c).
 
-Each pattern is a tf.function on SIMDEV. One child runs them all with the
-passes on (the default) and reads TF's optimized graphs back (graphutil);
-a second child runs the same functions with SIMDEV_GRAPH_PASSES=none. A
-pattern passes when its optimized graph holds the fused node on SIMDEV and
-none of the nodes it absorbed, and its result equals the passes-off run and
-TF CPU's. Negative cases (a consumer too many, a preserved node, a node on
-the CPU, a dtype the fused kernels lack, an unknown activation, a Pad the
-convolution cannot absorb) must come out with the original nodes.
-Idempotence: the passes run twice on a GraphDef TF produced (the tool from
-src/graph, through graphutil) leave it unchanged the second time.
+Each pattern is a case under its own name scope; ONE child builds one
+tf.function holding every case (a function per case would cost seconds of
+tracing and optimizing each) and runs it three times: on the CPU (TF CPU's
+results), on SIMDEV with the plugin's optimizer on, and on SIMDEV with it
+off (graphutil.plugin_optimizers(False), fresh tf.function), reading TF's
+optimized graphs back with graphutil. A pattern passes when its optimized
+graph holds the fused node on SIMDEV and none of the nodes it absorbed, and
+its result equals the passes-off run and TF CPU's. Negative cases (a
+consumer too many, a node on the CPU, a dtype the fused kernels lack, an
+unknown activation, a Pad the convolution cannot absorb) come out with the
+original nodes; a TF1 Session fetching an intermediate shows the preserve
+list honoured. Idempotence: the passes run twice on a GraphDef TF produced
+(simdev_graph_opt) leave it unchanged the second time.
 """
-import json
-
 import numpy as np
 import pytest
+
+import graphutil
 
 # The cases, shared by both children. Each builds (fn, args) under SIMDEV; the
 # child reports the ops of the optimized graph and the result.
 CASES = r'''
-import os, sys
 import numpy as np
-import tensorflow as tf
-from tensorflow.python.eager import context
-
-def optimized_graphs(fn, *args):
-    """(post-optimization GraphDefs of fn's call, its result)."""
-    ctx = context.context()
-    ctx.enable_graph_collection()
-    try:
-        out = fn(*args)
-        md = ctx.export_run_metadata()
-    finally:
-        ctx.disable_graph_collection()
-    return [g.post_optimization_graph for g in md.function_graphs], out
-
-def _attr(v):
-    kind = v.WhichOneof("value")
-    if kind == "list":
-        l = v.list
-        return (list(l.i) or list(l.type) or [s.decode() for s in l.s]
-                or list(l.f) or [])
-    if kind == "s":
-        return v.s.decode()
-    if kind in ("i", "f", "b", "type"):
-        return getattr(v, kind)
-    return kind
 
 def node_summary(graphs):
-    """Every node of the graphs: name, op, device, attrs (plain values)."""
+    """Every node of the graphs: name, op, device, inputs, attrs (values)."""
     out = []
-    for g in graphs:
-        for n in g.node:
-            attrs = {k: _attr(v) for k, v in n.attr.items() if k != "value"}
-            out.append({"name": n.name, "op": n.op, "device": n.device,
-                        "inputs": list(n.input), "attrs": attrs,
-                        "fused_ops": attrs.get("fused_ops")})
+    for n in graphutil.nodes(graphs):
+        attrs = {k: graphutil.attr(n, k) for k in n.attr if k != "value"}
+        out.append({"name": n.name, "op": n.op, "device": n.device,
+                    "inputs": list(n.input), "attrs": attrs,
+                    "fused_ops": attrs.get("fused_ops")})
     return out
 
 D = "/device:SIMDEV:0"
@@ -166,31 +142,94 @@ CASES["neg_pad_v2_one"] = pad_conv_case(HW, v2=1.0)
 CASES["neg_pad_batch"] = pad_conv_case([[1, 0], [1, 1], [1, 1], [0, 0]])
 CASES["neg_pad_same"] = pad_conv_case(HW, padding="SAME")
 
-def run_case(name):
-    f, args = CASES[name]
-    with tf.device(D):
-        sim_fn = tf.function(f)
-        graphs, out = optimized_graphs(sim_fn, *args)
-    rep = {"result": np.asarray(out).astype("float64").tolist(),
-           "device": out.device, "nodes": node_summary(graphs)}
-    return rep
+def all_cases(device):
+    """Every case in ONE tf.function on `device` (a function per case costs
+    a trace, an optimization and an instantiation each: seconds in all),
+    each under its own name scope, so its nodes are "<case>/...". Returns
+    the Collected (graphutil) of its first call."""
+    names = list(CASES)
+    flat = [a for n in names for a in CASES[n][1]]
+    def f(*xs):
+        outs, i = {}, 0
+        for n in names:
+            fn, args = CASES[n]
+            with tf.name_scope(n):
+                outs[n] = fn(*xs[i:i + len(args)])
+            i += len(args)
+        return outs
+    with tf.device(device):
+        return graphutil.collect(tf.function(f), *flat)
 
-def cpu_result(name):
-    f, args = CASES[name]
-    with tf.device("/device:CPU:0"):
-        out = tf.function(f)(*args)
-    return np.asarray(out).astype("float64").tolist()
+def report(c):
+    """Per case: its result, the device it came from, its nodes."""
+    nodes = node_summary(c.post)
+    return {n: {"result": np.asarray(c.result[n]).astype("float64").tolist(),
+                "device": c.result[n].device,
+                "nodes": [d for d in nodes if d["name"].startswith(n + "/")]}
+            for n in CASES}
 '''
 
-SNIPPET = CASES + r'''
-passes_on = os.environ.get("SIMDEV_GRAPH_PASSES") is None
+# One child: every case with the plugin's optimizer on, then again (fresh
+# tf.functions) with it off (graphutil.plugin_optimizers: TF's
+# use_plugin_optimizers, the same as SIMDEV_GRAPH_PASSES=none for these).
+SNIPPET = graphutil.IMPORT + CASES + r'''
+REPORT = {}
+
+@check("cpu")
+def _():
+    REPORT["cpu"] = report(all_cases("/device:CPU:0"))
+    return {}
+
+@check("on")
+def _():
+    REPORT["on"] = report(all_cases(D))
+    return {}
+
 for name in CASES:
     @check(name)
     def _():
-        rep = run_case(name)
-        if passes_on:
-            rep["cpu"] = cpu_result(name)
-        return rep
+        return dict(REPORT["on"][name], cpu=REPORT["cpu"][name]["result"])
+
+def session_graph(fetch_conv):
+    """A TF1 Session (its graph optimized with item.fetch = the fetches,
+    TF's preserve list) runs Conv2D + BiasAdd + Relu on SIMDEV, fetching the
+    Relu and, if fetch_conv, the Conv2D too: the ops of the partition graph
+    SIMDEV ran."""
+    xv, wv, bv = (np.asarray(t) for t in CASES["conv_Relu"][1])
+    with tf.Graph().as_default() as g:
+        with tf.device(D):
+            # placeholders: constants would be folded away before the pass
+            x, w, b = (tf.compat.v1.placeholder(tf.float32, v.shape)
+                       for v in (xv, wv, bv))
+            c = tf.nn.conv2d(x, w, 1, "SAME", name="conv")
+            y = tf.nn.relu(tf.nn.bias_add(c, b), name="act")
+        md = tf.compat.v1.RunMetadata()
+        opts = tf.compat.v1.RunOptions(output_partition_graphs=True)
+        with tf.compat.v1.Session(graph=g) as s:
+            out = s.run([y, c] if fetch_conv else [y], options=opts,
+                        run_metadata=md, feed_dict={x: xv, w: wv, b: bv})
+    nodes = node_summary(list(md.partition_graphs))
+    return {"nodes": nodes, "result": np.asarray(out[0]).astype("float64").tolist()}
+
+@check("session_fetch_relu")
+def _():
+    return session_graph(False)
+
+@check("session_fetch_conv")
+def _():
+    return session_graph(True)
+
+graphutil.plugin_optimizers(False)
+
+@check("off")
+def _():
+    REPORT["off"] = report(all_cases(D))
+    return {}
+
+for name in CASES:
+    @check("off_" + name)
+    def _():
+        return REPORT["off"][name]
 '''
 
 POSITIVE = {
@@ -218,11 +257,21 @@ POSITIVE = {
 FUSED = ("_FusedConv2D", "_FusedMatMul", "_FusedDepthwiseConv2dNative")
 
 
+class _Off:
+    """The passes-off half of the child's checks, by case name."""
+
+    def __init__(self, run):
+        self.run = run
+
+    def data(self, name):
+        return self.run.data("off_" + name)
+
+
 @pytest.fixture(scope="module")
 def runs(run_tf):
-    on = run_tf(SNIPPET, timeout=300)
-    off = run_tf(SNIPPET, env={"SIMDEV_GRAPH_PASSES": "none"}, timeout=300)
-    return on, off
+    run = run_tf(SNIPPET, timeout=300)
+    run.assert_clean_exit()
+    return run, _Off(run)
 
 
 def ops_on(nodes, device="SIMDEV"):
@@ -265,7 +314,8 @@ def test_fused_attrs(runs):
     on, _ = runs
     n = [n for n in on.data("conv_LeakyRelu")["nodes"] if n["op"] == "_FusedConv2D"][0]
     a = n["attrs"]
-    assert a["T"] == 1 and a["TArgs"] == [1] and a["num_args"] == 1, a
+    assert a["T"] == "DT_FLOAT" and a["TArgs"] == ["DT_FLOAT"], a
+    assert a["num_args"] == 1 and a["fused_ops"] == ["BiasAdd", "LeakyRelu"], a
     assert a["num_host_args"] == 0 and a["epsilon"] == 0.0, a
     assert abs(a["leakyrelu_alpha"] - 0.3) < 1e-7, a
     assert a["strides"] == [1, 1, 1, 1] and a["padding"] == "SAME", a
@@ -276,7 +326,8 @@ def test_fused_attrs(runs):
     assert "data_format" not in m["attrs"], m
     d = [n for n in on.data("depthwise_Relu6_double")["nodes"]
          if n["op"] == "_FusedDepthwiseConv2dNative"][0]
-    assert d["attrs"]["T"] == 2 and "explicit_paddings" not in d["attrs"], d
+    assert d["attrs"]["T"] == "DT_DOUBLE", d
+    assert "explicit_paddings" not in d["attrs"], d
 
 
 NEGATIVE = {
@@ -347,3 +398,20 @@ def test_fold_pad(runs, name, conv):
     off_ops = ops_on(off.data(name)["nodes"])
     assert "Pad" in off_ops or "PadV2" in off_ops, off_ops
     assert_same_results(on, off, name)
+
+
+def test_preserved(runs):
+    """A TF1 Session fetching the Conv2D's output too: TF puts it in the
+    preserve list, and the Conv2D (one data consumer, the BiasAdd) is
+    still not absorbed; fetching only the Relu, the same graph fuses (so
+    the optimizer does run on Session graphs)."""
+    on, _ = runs
+    fused = on.data("session_fetch_relu")["nodes"]
+    kept = on.data("session_fetch_conv")["nodes"]
+    assert "_FusedConv2D" in ops_on(fused), fused
+    assert "Conv2D" not in ops_on(fused), fused
+    sim = ops_on(kept)
+    assert "Conv2D" in sim and not any(f in sim for f in FUSED), kept
+    np.testing.assert_allclose(on.data("session_fetch_relu")["result"],
+                               on.data("session_fetch_conv")["result"],
+                               rtol=1e-5, atol=1e-6)
