@@ -47,7 +47,6 @@
  *
  * Thread contract: none of its own; the graph belongs to the caller.
  */
-#include <stdio.h>
 #include <string.h>
 
 #include "graph/passes.h"
@@ -247,9 +246,11 @@ static int rewrite(sg_graph* g, const match* m, sg_err* err) {
   /* The root's own attributes (BiasAdd's data_format, LeakyRelu's alpha,
    * Relu's T, anything else) are not the fused op's: start empty. */
   while (root->nattrs > 0) {
-    char name[256];
-    snprintf(name, sizeof(name), "%s", root->attrs[0].name);
-    if (sg_remove_attr(g, root, name, err) != 0) return -1;
+    int before = root->nattrs;
+    if (sg_remove_attr(g, root, root->attrs[0].name, err) != 0) return -1;
+    if (root->nattrs >= before)
+      return sg_fail(err, SG_EINTERNAL, "remap: %s kept attribute %s",
+                     root->name, root->attrs[0].name);
   }
   const char* op = m->kind == C_CONV2D   ? "_FusedConv2D"
                    : m->kind == C_MATMUL ? "_FusedMatMul"
