@@ -200,6 +200,12 @@ static bool consumers(sg_graph* g, const sg_node* p, int t, sg_node** c,
   return any_forward;
 }
 
+static bool listed(const char* const* list, int n, const char* s) {
+  for (int i = 0; i < n; i++)
+    if (strcmp(list[i], s) == 0) return true;
+  return false;
+}
+
 /* Rewrites the inputs of u, a consumer of p, for p's removal: a data input
  * 0 that reads p reads x (p's input) instead; a control input on p becomes
  * one on x's node; p's own control inputs are added (once each). */
@@ -215,12 +221,10 @@ static int reroute(sg_graph* g, sg_node* u, const sg_node* p, int pdata,
     else
       inputs[n++] = i == 0 && r.node == p ? p->inputs[0] : u->inputs[i];
   }
-  for (int i = had_control ? -1 : pdata; i < p->ninputs; i++) {
-    const char* in = i < 0 ? x_control : p->inputs[i];
-    bool dup = false;
-    for (int j = 0; j < n; j++) dup = dup || strcmp(inputs[j], in) == 0;
-    if (!dup) inputs[n++] = in;
-  }
+  /* then ^x if u waited on p, then p's own control inputs */
+  if (had_control && !listed(inputs, n, x_control)) inputs[n++] = x_control;
+  for (int i = pdata; i < p->ninputs; i++)
+    if (!listed(inputs, n, p->inputs[i])) inputs[n++] = p->inputs[i];
   return sg_set_inputs(g, u, inputs, n, err);
 }
 

@@ -219,7 +219,48 @@ def _():
 def _():
     return session_graph(True)
 
+# A Keras training step: ZeroPadding2D + Conv2D(relu) + Dense(relu) + Dense.
+import keras
+keras.utils.set_random_seed(14)
+with tf.device(D):
+    MODEL = keras.Sequential([
+        keras.Input((10, 10, 3)), keras.layers.ZeroPadding2D(1),
+        keras.layers.Conv2D(4, 3, strides=2, activation="relu"),
+        keras.layers.Flatten(), keras.layers.Dense(16, activation="relu"),
+        keras.layers.Dense(3)])
+    TX, TY = arr([4, 10, 10, 3]), arr([4, 3])
+W0 = [v.numpy() for v in MODEL.trainable_variables]
+
+def train_step():
+    """Two SGD steps from the same weights, in a fresh tf.function: the
+    losses, the weights after, the SIMDEV ops of the optimized graph."""
+    for v, w in zip(MODEL.trainable_variables, W0):
+        v.assign(w)
+    opt = keras.optimizers.SGD(0.1)
+    def step(x, y):
+        with tf.GradientTape() as t:
+            loss = tf.reduce_mean((MODEL(x, training=True) - y) ** 2)
+        g = t.gradient(loss, MODEL.trainable_variables)
+        opt.apply_gradients(zip(g, MODEL.trainable_variables))
+        return loss
+    with tf.device(D):
+        fn = tf.function(step)
+        c = graphutil.collect(fn, TX, TY)
+        losses = [float(c.result), float(fn(TX, TY))]
+    return {"losses": losses,
+            "weights": [v.numpy().astype("float64").tolist()
+                        for v in MODEL.trainable_variables],
+            "nodes": [d for d in node_summary(c.post) if "SIMDEV" in d["device"]]}
+
+@check("train_on")
+def _():
+    return train_step()
+
 graphutil.plugin_optimizers(False)
+
+@check("train_off")
+def _():
+    return train_step()
 
 @check("off")
 def _():
@@ -270,6 +311,8 @@ class _Off:
 @pytest.fixture(scope="module")
 def runs(run_tf):
     run = run_tf(SNIPPET, timeout=300)
+    for whole in ("cpu", "on", "off"):  # each case's check needs these
+        run.data(whole)
     run.assert_clean_exit()
     return run, _Off(run)
 
@@ -415,3 +458,30 @@ def test_preserved(runs):
     np.testing.assert_allclose(on.data("session_fetch_relu")["result"],
                                on.data("session_fetch_conv")["result"],
                                rtol=1e-5, atol=1e-6)
+
+
+def test_keras_training_step(runs):
+    """Keras's layers in a training step: Dense(relu) is MatMul + BiasAdd +
+    Relu whose gradient reads the Relu's output, so it fuses; the last
+    Dense fuses with its BiasAdd; ZeroPadding2D's Pad feeds the Conv2D and
+    its filter gradient and folds into both (TF's constant folding leaves a
+    control edge on it); the losses and weights equal the passes-off run."""
+    run, _ = runs
+    t_on, t_off = run.data("train_on"), run.data("train_off")
+    nodes = t_on["nodes"]
+    ops = [n["op"] for n in nodes]
+    mm = [n for n in nodes if n["op"] == "_FusedMatMul"]
+    assert sorted(tuple(n["fused_ops"]) for n in mm) == \
+        [("BiasAdd",), ("BiasAdd", "Relu")], mm
+    conv = [n for n in nodes if n["op"] == "_FusedConv2D"]
+    assert len(conv) == 1 and conv[0]["fused_ops"] == ["BiasAdd", "Relu"], conv
+    assert conv[0]["attrs"]["padding"] == "EXPLICIT", conv[0]
+    assert conv[0]["attrs"]["explicit_paddings"] == [0, 0, 1, 1, 1, 1, 0, 0]
+    bf = [n for n in nodes if n["op"] == "Conv2DBackpropFilter"]
+    assert len(bf) == 1 and bf[0]["attrs"]["padding"] == "EXPLICIT", bf
+    assert "Pad" not in ops, ops
+    off_ops = [n["op"] for n in t_off["nodes"]]
+    assert "Pad" in off_ops and "_FusedMatMul" not in off_ops, off_ops
+    np.testing.assert_allclose(t_on["losses"], t_off["losses"], rtol=1e-6)
+    for w_on, w_off in zip(t_on["weights"], t_off["weights"]):
+        np.testing.assert_allclose(w_on, w_off, rtol=1e-5, atol=1e-7)
