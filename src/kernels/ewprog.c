@@ -31,8 +31,7 @@
 
 #include "kernels/cwise_scalar.h"
 
-/* ---- block loops ----------------------------------------------------------
- */
+/* ---- block loops ----------------------------------------------------- */
 
 /* z[i] = op(x[i]) or op(x[i], y[i]) for i < n; z may be x or y. */
 typedef void (*ew_f32)(const float* x, const float* y, float* z, int n);
@@ -69,22 +68,18 @@ EW_BINARY(relugrad) EW_BINARY(relu6grad) EW_BINARY(elugrad)
 EW_BINARY(selugrad) EW_BINARY(softplusgrad) EW_BINARY(softsigngrad)
 EW_BINARY(tanhgrad) EW_BINARY(sigmoidgrad) EW_BINARY(sqrtgrad)
 EW_BINARY(rsqrtgrad)
-    // clang-format on
 
-    /* ---- the table
-       ------------------------------------------------------------ */
+/* ---- the table ------------------------------------------------------- */
 
-    typedef struct ew_entry {
+typedef struct ew_entry {
   const char* name; /* TF's op name */
   int arity;
   ew_f32 f32;
   ew_f64 f64;
 } ew_entry;
 
-#define U(name, op) \
-  { name, 1, op##_u32, op##_u64 }
-#define B(name, op) \
-  { name, 2, op##_u32, op##_u64 }
+#define U(name, op) {name, 1, op##_u32, op##_u64}
+#define B(name, op) {name, 2, op##_u32, op##_u64}
 /* Every float op of cwise.c and cwise_binary.c that is a pure function of
  * its operands (no attributes): the unfused kernel of each exists on SIMDEV
  * for float and double. */
@@ -135,6 +130,7 @@ static const ew_entry kTable[] = {
     B("SqrtGrad", sqrtgrad),
     B("RsqrtGrad", rsqrtgrad),
 };
+// clang-format on
 #undef U
 #undef B
 #define EW_COUNT ((int)(sizeof(kTable) / sizeof(kTable[0])))
@@ -160,8 +156,7 @@ const char* sk_ewprog_name(int i) {
   return i >= 0 && i < EW_COUNT ? kTable[i].name : NULL;
 }
 
-/* ---- parsing --------------------------------------------------------------
- */
+/* ---- parsing --------------------------------------------------------- */
 
 /* "$k": k decimal without sign or leading zero; -1 if not of that form. */
 static int parse_input(const char* s, size_t len) {
@@ -251,8 +246,7 @@ bool sk_ewprog_parse(const char* program, int n_inputs, sk_ewprog* out,
 #undef FAIL
 }
 
-/* ---- broadcasting ---------------------------------------------------------
- */
+/* ---- broadcasting ---------------------------------------------------- */
 
 bool sk_ewprog_broadcast(int nin, const int* rank,
                          const int64_t (*dims)[SK_EWPROG_MAX_DIMS],
@@ -323,8 +317,7 @@ bool sk_ewprog_broadcast(int nin, const int* rank,
   return true;
 }
 
-/* ---- evaluation -----------------------------------------------------------
- */
+/* ---- evaluation ------------------------------------------------------ */
 
 /* The gather of elements [start, start + m) of the output from input k (not
  * direct) into buf, walking its broadcast strides; the stride along the last

@@ -48,8 +48,7 @@
 /* Highest rank of the inputs (simdev's kernel limit, SK_MAX_DIMS). */
 #define SK_EWPROG_MAX_DIMS 16
 
-/* ---- the table ------------------------------------------------------------
- */
+/* ---- the table ------------------------------------------------------- */
 
 /* 1 (unary) or 2 (binary) for a TF op name the program may use; -1 when the
  * op is not in the table (NULL included). Case-sensitive, exact. */
@@ -59,8 +58,7 @@ int sk_ewprog_arity(const char* tf_op);
 int sk_ewprog_count(void);
 const char* sk_ewprog_name(int i);
 
-/* ---- parsing --------------------------------------------------------------
- */
+/* ---- parsing --------------------------------------------------------- */
 
 /* One instruction: push input `arg` (op < 0), or apply table entry `op`. */
 typedef struct sk_ewprog_ins {
@@ -83,8 +81,7 @@ typedef struct sk_ewprog {
 bool sk_ewprog_parse(const char* program, int n_inputs, sk_ewprog* out,
                      char* err, size_t errlen);
 
-/* ---- broadcasting ---------------------------------------------------------
- */
+/* ---- broadcasting ---------------------------------------------------- */
 
 /* The iteration space of one run: the output's dimensions collapsed (size-1
  * dimensions dropped, neighbours with the same pattern of broadcast inputs
@@ -109,8 +106,7 @@ bool sk_ewprog_broadcast(int nin, const int* rank,
                          int* out_rank, int64_t* out_dims, sk_ewprog_plan* plan,
                          int* bad_a, int* bad_b);
 
-/* ---- evaluation -----------------------------------------------------------
- */
+/* ---- evaluation ------------------------------------------------------ */
 
 /* Elements per block: the evaluator runs each instruction over this many
  * elements before the next, through a stack of block buffers on the calling

@@ -64,8 +64,7 @@ typedef struct ew_args {
   void* out;
 } ew_args;
 
-/* ---- the kernel ------------------------------------------------------------
- */
+/* ---- the kernel ------------------------------------------------------ */
 
 static void ew_range(void* arg, int64_t b, int64_t e) {
   const ew_args* a = arg;
@@ -174,8 +173,7 @@ static void* ew_create(TF_OpKernelConstruction* c) {
   return sk_kernel_new(c, ew_compute, s, free);
 }
 
-/* ---- shape inference --------------------------------------------------------
- */
+/* ---- shape inference ------------------------------------------------- */
 
 /* Appends dimension i of input k (a rank-1 slice of it) to *out. */
 static bool append_dim_of(TF_ShapeInferenceContext* ctx, TF_ShapeHandle* in,
@@ -270,8 +268,7 @@ done:
     if (in[k] != NULL) TF_DeleteShapeHandle(in[k]);
 }
 
-/* ---- op definition and registration ---------------------------------------
- */
+/* ---- op definition and registration ---------------------------------- */
 
 static bool define_op(char* msg, size_t len) {
   TF_OpDefinitionBuilder* b = TF_NewOpDefinitionBuilder(EW_OP);
