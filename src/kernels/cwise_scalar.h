@@ -144,4 +144,12 @@ static inline float sk_cws_pow_f32(float a, float b) { return powf(a, b); }
 static inline double sk_cws_pow_f64(double a, double b) { return pow(a, b); }
 // clang-format on
 
+/* ---- LeakyRelu (cwise_leaky.c, and the fused ops' epilogue, fused.h):
+ * features a, alpha b already converted to the operand type, as TF does;
+ * for alpha <= 1 TF's CPU writes max(a, alpha a), the same values except
+ * for signs of zero. ---- */
+// clang-format off
+SK_CWS_BINARY(leakyrelu, a > 0 ? a : a * b)
+// clang-format on
+
 #endif /* SIMDEV_KERNELS_CWISE_SCALAR_H_ */

@@ -247,6 +247,14 @@ bool sk_launch_init(void);
 void sk_gemm(TF_DataType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
              const void* a, int64_t lda, const void* b, int64_t ldb,
              double beta, void* c, int64_t ldc);
+/* sk_gemm, then the fused ops' epilogue `ep` (fused.h; NULL: none) on each
+ * block of rows right after that block's product, on the same thread. The
+ * blocks do not depend on ep: with ep, C has sk_gemm's bits before ep. */
+struct skf_epi;
+void sk_gemm_ep(TF_DataType dt, bool ta, bool tb, int64_t m, int64_t n,
+                int64_t k, const void* a, int64_t lda, const void* b,
+                int64_t ldb, double beta, void* c, int64_t ldc,
+                const struct skf_epi* ep);
 /* Makes OpenBLAS single-threaded (simdev parallelises itself). */
 void sk_blas_init(void);
 
