@@ -264,8 +264,47 @@ def _():
 
 @check("off")
 def _():
-    REPORT["off"] = report(all_cases(D))
+    c = all_cases(D)
+    REPORT["off"] = report(c)
+    REPORT["off_graph"] = c.post[0].SerializeToString()  # as TF hands it in
     return {}
+
+import json, os, subprocess
+import simdev
+from tensorflow.core.framework import graph_pb2
+TOOL = os.path.join(os.path.dirname(simdev.__file__), "bin", "simdev_graph_opt")
+
+def graph_opt(data, tag, preserve=()):
+    """simdev_graph_opt on GraphDef bytes: (its JSON line, the output bytes)."""
+    with open(tag + "_in.pb", "wb") as f:
+        f.write(data)
+    args = [TOOL] + [a for p in preserve for a in ("--preserve", p)]
+    r = subprocess.run(args + [tag + "_in.pb", tag + "_out.pb"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    with open(tag + "_out.pb", "rb") as f:
+        return json.loads(r.stdout), f.read()
+
+def ops_by_name(data):
+    g = graph_pb2.GraphDef()
+    g.ParseFromString(data)
+    return {n.name: n.op for n in g.node}
+
+@check("idempotent")
+def _():
+    first, out1 = graph_opt(REPORT["off_graph"], "once")
+    second, out2 = graph_opt(out1, "twice")
+    return {"first": first, "second": second, "same_bytes": out1 == out2,
+            "ops": ops_by_name(out1)}
+
+@check("tool_preserve")
+def _():
+    keep_bias = ops_by_name(graph_opt(REPORT["off_graph"], "pb",
+                                      ["conv_Relu/BiasAdd"])[1])
+    keep_conv = ops_by_name(graph_opt(REPORT["off_graph"], "pc",
+                                      ["conv_Relu/Conv2D"])[1])
+    return {"bias": {k: v for k, v in keep_bias.items() if k.startswith("conv_Relu/")},
+            "conv": {k: v for k, v in keep_conv.items() if k.startswith("conv_Relu/")}}
 
 for name in CASES:
     @check("off_" + name)
@@ -485,3 +524,29 @@ def test_keras_training_step(runs):
     np.testing.assert_allclose(t_on["losses"], t_off["losses"], rtol=1e-6)
     for w_on, w_off in zip(t_on["weights"], t_off["weights"]):
         np.testing.assert_allclose(w_on, w_off, rtol=1e-5, atol=1e-7)
+
+
+def test_idempotent(runs):
+    """The passes on the GraphDef TF handed in (passes off): the first run
+    rewrites, a second run on its output rewrites nothing and gives the
+    same bytes."""
+    run, _ = runs
+    d = run.data("idempotent")
+    assert d["first"]["rewrites"] > len(POSITIVE), d["first"]
+    assert d["second"]["rewrites"] == 0, d["second"]
+    assert d["same_bytes"], "second run changed the graph"
+    assert d["ops"]["conv_Relu/Relu"] == "_FusedConv2D", d["ops"]
+    assert "conv_Relu/Conv2D" not in d["ops"], d["ops"]
+
+
+def test_preserve_list_tool(runs):
+    """With the BiasAdd preserved, the Relu cannot absorb it (Conv2D +
+    BiasAdd still fuse, rooted at the BiasAdd); with the Conv2D preserved,
+    nothing fuses."""
+    run, _ = runs
+    d = run.data("tool_preserve")
+    assert d["bias"] == {"conv_Relu/BiasAdd": "_FusedConv2D",
+                         "conv_Relu/Relu": "Relu"}, d["bias"]
+    assert d["conv"] == {"conv_Relu/Conv2D": "Conv2D",
+                         "conv_Relu/BiasAdd": "BiasAdd",
+                         "conv_Relu/Relu": "Relu"}, d["conv"]
