@@ -269,21 +269,12 @@ def _():
     REPORT["off_graph"] = c.post[0].SerializeToString()  # as TF hands it in
     return {}
 
-import json, os, subprocess
-import simdev
 from tensorflow.core.framework import graph_pb2
-TOOL = os.path.join(os.path.dirname(simdev.__file__), "bin", "simdev_graph_opt")
 
-def graph_opt(data, tag, preserve=()):
+def graph_opt(data, preserve=()):
     """simdev_graph_opt on GraphDef bytes: (its JSON line, the output bytes)."""
-    with open(tag + "_in.pb", "wb") as f:
-        f.write(data)
-    args = [TOOL] + [a for p in preserve for a in ("--preserve", p)]
-    r = subprocess.run(args + [tag + "_in.pb", tag + "_out.pb"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    with open(tag + "_out.pb", "rb") as f:
-        return json.loads(r.stdout), f.read()
+    out, info = graphutil.optimize_bytes(data, preserve=preserve)
+    return info, out
 
 def ops_by_name(data):
     g = graph_pb2.GraphDef()
@@ -292,16 +283,16 @@ def ops_by_name(data):
 
 @check("idempotent")
 def _():
-    first, out1 = graph_opt(REPORT["off_graph"], "once")
-    second, out2 = graph_opt(out1, "twice")
+    first, out1 = graph_opt(REPORT["off_graph"])
+    second, out2 = graph_opt(out1)
     return {"first": first, "second": second, "same_bytes": out1 == out2,
             "ops": ops_by_name(out1)}
 
 @check("tool_preserve")
 def _():
-    keep_bias = ops_by_name(graph_opt(REPORT["off_graph"], "pb",
+    keep_bias = ops_by_name(graph_opt(REPORT["off_graph"],
                                       ["conv_Relu/BiasAdd"])[1])
-    keep_conv = ops_by_name(graph_opt(REPORT["off_graph"], "pc",
+    keep_conv = ops_by_name(graph_opt(REPORT["off_graph"],
                                       ["conv_Relu/Conv2D"])[1])
     return {"bias": {k: v for k, v in keep_bias.items() if k.startswith("conv_Relu/")},
             "conv": {k: v for k, v in keep_conv.items() if k.startswith("conv_Relu/")}}
