@@ -30,8 +30,10 @@
  * What is fused (anything else is left as it is):
  * - every node of the pattern on the same SIMDEV device (sg_on_simdev);
  * - T float or double (_FusedMatMul: float; its OpDef has no double), the
- *   same T on every node; Conv2D and BiasAdd in NHWC (the SIMDEV Conv2D
- *   kernels are NHWC only), the depthwise conv in NHWC too;
+ *   same T on every node; BiasAdd's data_format the contraction's: NHWC
+ *   for Conv2D (simdev's fused Conv2D kernel is NHWC only, as TF CPU's),
+ *   NHWC or NCHW for the depthwise conv (its fused kernel takes both),
+ *   NHWC after a MatMul;
  * - the absorbed nodes (the contraction; the BiasAdd when an activation
  *   follows) have exactly one data consumer, the next node of the pattern,
  *   no control consumer, and are not in the preserve list;
@@ -102,12 +104,16 @@ static bool only_feeds(sg_graph* g, const sg_node* n, const sg_node* consumer) {
   return use[0].node == consumer && use[0].input == 0;
 }
 
-/* data_format is NHWC, spelled out or by default (absent). */
-static bool is_nhwc(const sg_node* n) {
+/* n's data_format: NHWC (spelled out or by default, absent), NCHW, or
+ * L_OTHER for anything else (NCHW_VECT_C, unreadable). */
+enum layout { L_OTHER, L_NHWC, L_NCHW };
+static enum layout layout_of(const sg_node* n) {
   char fmt[8];
-  if (sg_attr_find(n, "data_format") == NULL) return true;
-  return sg_attr_string(n, "data_format", fmt, sizeof(fmt)) &&
-         strcmp(fmt, "NHWC") == 0;
+  if (sg_attr_find(n, "data_format") == NULL) return L_NHWC;
+  if (!sg_attr_string(n, "data_format", fmt, sizeof(fmt))) return L_OTHER;
+  return strcmp(fmt, "NHWC") == 0   ? L_NHWC
+         : strcmp(fmt, "NCHW") == 0 ? L_NCHW
+                                    : L_OTHER;
 }
 
 static bool dtype_ok(enum contraction kind, int dtype) {
@@ -125,7 +131,7 @@ static bool contraction_ok(const sg_node* c, enum contraction kind, int dtype) {
   int64_t v[8];
   int n = 0;
   if (sg_attr_find(c, "strides") == NULL ||
-      !sg_attr_string(c, "padding", pad, sizeof(pad)) || !is_nhwc(c))
+      !sg_attr_string(c, "padding", pad, sizeof(pad)))
     return false;
   if (kind == C_DEPTHWISE) {
     /* _FusedDepthwiseConv2dNative takes SAME or VALID only. */
@@ -142,13 +148,21 @@ static bool match_from_bias(sg_graph* g, const sg_ctx* ctx, sg_node* b,
                             sg_node* a, match* m) {
   int t;
   if (strcmp(b->op, "BiasAdd") != 0 || !sg_on_simdev(b) ||
-      num_data_inputs(b) != 2 || !sg_attr_type(b, "T", &t) || !is_nhwc(b))
+      num_data_inputs(b) != 2 || !sg_attr_type(b, "T", &t))
     return false;
   sg_ref r = sg_input(g, b, 0);
   sg_node* c = r.node;
   if (c == NULL || c->removed || r.port != 0) return false;
   enum contraction kind = contraction_kind(c);
   if (kind == C_NONE || !dtype_ok(kind, t) || !contraction_ok(c, kind, t))
+    return false;
+  /* The bias goes on the contraction's channel dimension: BiasAdd's
+   * data_format must name the same one. Conv2D: NHWC only (simdev's fused
+   * Conv2D kernel, as TF CPU's); the depthwise kernel takes NCHW too; a
+   * MatMul's output is 2-D, its BiasAdd NHWC (the last dimension). */
+  enum layout lb = layout_of(b);
+  enum layout lc = kind == C_MATMUL ? L_NHWC : layout_of(c);
+  if (lb == L_OTHER || lb != lc || (kind == C_CONV2D && lc != L_NHWC))
     return false;
   if (strcmp(c->device, b->device) != 0 || sg_preserved(ctx, c->name) ||
       !only_feeds(g, c, b))

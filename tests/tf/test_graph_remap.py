@@ -76,6 +76,32 @@ def depthwise_case(act, dtype="float32", strides=1):
             x, w, [1, strides, strides, 1], "SAME"), b), act)
     return f, (x, w, b)
 
+def depthwise_nchw_case(act):
+    """Depthwise conv + BiasAdd + act in NCHW (SIMDEV's kernels take NCHW);
+    TF CPU has no NCHW depthwise: CPU_FN computes it in NHWC."""
+    x, w, b = arr([2, 3, 9, 9]), arr([3, 3, 3, 2]), arr([6])
+    def f(x, w, b):
+        y = tf.nn.depthwise_conv2d(x, w, [1, 1, 1, 1], "SAME", data_format="NCHW")
+        return with_act(tf.nn.bias_add(y, b, data_format="NCHW"), act)
+    def cpu(x, w, b):
+        y = tf.nn.depthwise_conv2d(tf.transpose(x, [0, 2, 3, 1]), w, [1, 1, 1, 1], "SAME")
+        return tf.transpose(with_act(tf.nn.bias_add(y, b), act), [0, 3, 1, 2])
+    return f, (x, w, b), cpu
+
+def bias_layout_case():
+    """Conv2D (NHWC) + BiasAdd(NCHW): the bias goes on dimension 1, not the
+    conv's channels: no fusion. TF CPU's own remapper fuses it anyway and
+    adds the bias to the wrong dimension (docs/tf-cpu-divergences.md):
+    CPU_FN adds it with a broadcast instead."""
+    x, w, b = arr([2, 9, 9, 3]), arr([3, 3, 3, 5]), arr([9])
+    def f(x, w, b):
+        return tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w, 1, "SAME"), b,
+                                         data_format="NCHW"))
+    def cpu(x, w, b):
+        return tf.nn.relu(tf.nn.conv2d(x, w, 1, "SAME") +
+                          tf.reshape(b, [1, -1, 1, 1]))
+    return f, (x, w, b), cpu
+
 def pad_conv_case(pads, conv="conv", padding="VALID", act=None, v2=None):
     x = arr([2, 9, 9, 3])
     w = arr([3, 3, 3, 4] if conv == "conv" else [3, 3, 3, 2])
@@ -125,6 +151,11 @@ CASES["conv_Relu_double"] = conv_case("Relu", "float64")
 CASES["conv_Elu_valid_s2"] = conv_case("Elu", padding="VALID", strides=2)
 CASES["depthwise_Relu6_double"] = depthwise_case("Relu6", "float64")
 CASES["matmul_Relu_tt"] = matmul_case("Relu", ta=True, tb=True)
+CPU_FN = {}
+_f, _a, CPU_FN["depthwise_Relu6_nchw"] = depthwise_nchw_case("Relu6")
+CASES["depthwise_Relu6_nchw"] = (_f, _a)
+_f, _a, CPU_FN["neg_bias_layout"] = bias_layout_case()
+CASES["neg_bias_layout"] = (_f, _a)
 # negatives
 CASES["neg_bias_two_consumers"] = two_consumers_bias()
 CASES["neg_conv_two_consumers"] = two_consumers_conv()
@@ -140,6 +171,11 @@ CASES["pad_conv_bias_relu"] = pad_conv_case(HW, act="Relu")
 CASES["pad_v2_zero"] = pad_conv_case(HW, v2=0.0)
 CASES["neg_pad_v2_one"] = pad_conv_case(HW, v2=1.0)
 CASES["neg_pad_batch"] = pad_conv_case([[1, 0], [1, 1], [1, 1], [0, 0]])
+# TF CPU with oneDNN folds this Pad into its convolution and drops the batch
+# padding (docs/tf-cpu-divergences.md): the CPU pads the batch by a concat.
+CPU_FN["neg_pad_batch"] = lambda x, w, b: tf.nn.conv2d(
+    tf.pad(tf.concat([tf.zeros_like(x[:1]), x], 0), [[0, 0], [1, 1], [1, 1], [0, 0]]),
+    w, 2, "VALID")
 CASES["neg_pad_same"] = pad_conv_case(HW, padding="SAME")
 
 def all_cases(device):
@@ -153,6 +189,8 @@ def all_cases(device):
         outs, i = {}, 0
         for n in names:
             fn, args = CASES[n]
+            if "CPU" in device:
+                fn = CPU_FN.get(n, fn)
             with tf.name_scope(n):
                 outs[n] = fn(*xs[i:i + len(args)])
             i += len(args)
@@ -321,6 +359,8 @@ POSITIVE = {
     "depthwise_Relu6_double": ("_FusedDepthwiseConv2dNative", ["BiasAdd", "Relu6"],
                                ["DepthwiseConv2dNative", "BiasAdd"]),
     "matmul_Relu_tt": ("_FusedMatMul", ["BiasAdd", "Relu"], ["MatMul", "BiasAdd"]),
+    "depthwise_Relu6_nchw": ("_FusedDepthwiseConv2dNative", ["BiasAdd", "Relu6"],
+                             ["DepthwiseConv2dNative", "BiasAdd"]),
     "pad_conv_bias_relu": ("_FusedConv2D", ["BiasAdd", "Relu"],
                            ["Pad", "Conv2D", "BiasAdd"]),
 }
@@ -410,6 +450,7 @@ def test_fused_attrs(runs):
 NEGATIVE = {
     # case: (ops that must stay on SIMDEV, ops that must not appear on SIMDEV)
     "neg_conv_two_consumers": (["Conv2D", "BiasAdd", "Relu"], list(FUSED)),
+    "neg_bias_layout": (["Conv2D", "BiasAdd", "Relu"], list(FUSED)),
     "neg_on_cpu": (["Conv2D"], list(FUSED)),
     # half: SIMDEV has no half BiasAdd (it runs on the CPU), and no fused
     # kernel takes half; neg_matmul_double is the case on SIMDEV throughout
