@@ -31,9 +31,19 @@ Two rules follow from how TF records them:
     so make the inputs before collect(). export_run_metadata() clears what
     was collected; collect() exports before and after.
 
-The post-optimization graph shows the rewrites of TF_InitGraph; TF may run
-the plugin optimizer more than once per function (meta-optimizer
-iterations), each time on the output of the last.
+The post-optimization graph shows the rewrites of TF_InitGraph; TF runs
+the plugin optimizer once per meta-optimizer iteration (two by default),
+each time on the output of the last.
+
+Passes on vs off: SIMDEV_GRAPH_PASSES=none in the child's env (per
+process), or plugin_optimizers(False) in the child before the tf.function
+is first called (per function: RewriterConfig.use_plugin_optimizers).
+
+Without TF (also in the pytest process): optimize_bytes(graph_def,
+preserve=..., passes=...) runs simdev_graph_opt, the same passes on a
+GraphDef; "fed twice, unchanged the second time" is
+    out, info = optimize_bytes(g); out2, info2 = optimize_bytes(out)
+    assert info2["rewrites"] == 0 and out2 == out
 """
 import os
 import sys

@@ -20,8 +20,9 @@ those are the new venv's, so the child sees the new wheel's plugin and not
 that file is mapped into the process.
 
 The wheel's libraries are checked for what another machine of the kind needs:
-libtensorflow_framework.so.2 through RUNPATH $ORIGIN/../tensorflow, and the
-rest from Debian runtime packages (libhwloc15, libopenblas0, libc6, ...).
+libtensorflow_framework.so.2 and libtensorflow_cc.so.2 (the graph
+optimizer's TF_GetNodesToPreserveList*) through RUNPATH
+$ORIGIN/../tensorflow, and the rest from Debian runtime packages (libhwloc15, libopenblas0, libc6, ...).
 
 Last, the failure users must see: a wheel build whose Python has no
 TensorFlow stops with CMake's message instead of building a wheel without
@@ -47,7 +48,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BUILD_TIMEOUT = 1800  # seconds; a normal build takes 3 to 6 minutes
 
 # Debian packages the wheel's libraries may need at run time, besides
-# TensorFlow's own libtensorflow_framework: what "a machine with only the
+# TensorFlow's own libtensorflow_framework and libtensorflow_cc: what "a machine with only the
 # runtime packages" has (libopenblas0 is satisfied by one of the variants).
 RUNTIME_PACKAGES = re.compile(
     r"^(libc6|libstdc\+\+6|libgcc-s1|libhwloc15|libopenblas0(-pthread|-openmp|-serial)?)$")
@@ -105,7 +106,8 @@ def test_wheel_holds_the_plugin_and_the_package(wheel):
         meta_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
         meta = z.read(meta_name).decode()
     assert "tensorflow-plugins/libsimdev.so" in names, sorted(names)
-    for f in ("simdev/__init__.py", "simdev/dlpack.py"):
+    for f in ("simdev/__init__.py", "simdev/dlpack.py",
+              "simdev/bin/simdev_graph_opt"):
         assert f in names, sorted(names)
     assert [n for n in names if re.fullmatch(r"simdev/_dlpack\..*\.so", n)], sorted(names)
     top = {n.split("/")[0] for n in names}
@@ -175,8 +177,8 @@ def owning_package(path):
 
 def test_libraries_need_only_tensorflow_and_runtime_packages(venv):
     """What the wheel's libraries need on another machine: TensorFlow's
-    framework library through RUNPATH $ORIGIN/../tensorflow (the installed
-    tensorflow package), and libraries of Debian's runtime packages. No path
+    framework and C API libraries through RUNPATH $ORIGIN/../tensorflow (the
+    installed tensorflow package), and libraries of Debian's runtime packages. No path
     of the build machine (pip's build environment, .deps/) is recorded."""
     if not shutil.which("dpkg-query"):
         pytest.fail("dpkg-query not found: this check needs Debian", pytrace=False)
@@ -187,6 +189,7 @@ def test_libraries_need_only_tensorflow_and_runtime_packages(venv):
     needed, paths, out = dynamic_section(plugin)
     assert paths == ["$ORIGIN/../tensorflow"], out
     assert "libtensorflow_framework.so.2" in needed, needed
+    assert "libtensorflow_cc.so.2" in needed, needed
     ext_needed, ext_paths, ext_out = dynamic_section(ext[0])
     assert not ext_paths, ext_out
     tf_dir = os.path.realpath(os.path.join(site_new, "tensorflow"))
@@ -198,7 +201,7 @@ def test_libraries_need_only_tensorflow_and_runtime_packages(venv):
                 continue
             where = resolved.get(soname)
             assert where and where != "not", f"{lib}: {soname} not found\n{ldd}"
-            if soname == "libtensorflow_framework.so.2":
+            if soname in ("libtensorflow_framework.so.2", "libtensorflow_cc.so.2"):
                 assert os.path.dirname(os.path.realpath(where)) == tf_dir, ldd
                 continue
             pkg = owning_package(where)
