@@ -52,7 +52,8 @@ def op_fn(op, opdef):
                         at.HasField("default_value"):
                     full[at.name] = _default(at.default_value)
             # node names may not start with "_"
-            return op_def_library._apply_op_helper(op, name=op.lstrip("_"), **full)[3]
+            out = op_def_library._apply_op_helper(op, name=op.lstrip("_"), **full)[3]
+            return out[0] if len(out) == 1 else out
         inputs, attrs = [], {}
         for a in opdef.input_arg:
             v = kw[a.name]
