@@ -32,7 +32,9 @@
  * to every sk_gemm_ep of the chunk loop: bias and activation are applied to
  * each block of output rows right after its GEMM, not in another sweep.
  * Its attribute checks and messages are TF CPU's fused kernel's (NHWC
- * only, no groups); fused.c says which fusions it implements.
+ * only); unlike TF CPU's it also runs grouped convolutions, as Conv2D does,
+ * so that the remapper need not know the input depth. fused.c says which
+ * fusions it implements.
  *
  * Files: conv.h (shared types and functions), this file (attributes,
  * geometry, im2col, Conv2D, _FusedConv2D and their registration),
@@ -137,11 +139,17 @@ static void fwd_run(sk_launch* l, void* args) {
     int64_t nr = rows - r0 < a->chunk_rows ? rows - r0 : a->chunk_rows;
     char* y = (char*)a->y + (size_t)(r0 * g->ow * g->o) * a->es;
     for (int64_t grp = 0; grp < g->groups; grp++) {
+      /* the group's og output channels take their part of the bias */
+      skf_epi ge;
+      if (a->ep != NULL) {
+        ge = *a->ep;
+        ge.bias = (const char*)ge.bias + (size_t)(grp * og) * a->es;
+      }
       skc_im2col(a, r0, nr, grp);
-      /* a->ep only with one group (_FusedConv2D refuses more) */
       sk_gemm_ep(a->dt, false, false, nr * g->ow, og, k, a->col, k,
                  (const char*)a->f + (size_t)(grp * og) * a->es, g->o, 0.,
-                 y + (size_t)(grp * og) * a->es, g->o, a->ep);
+                 y + (size_t)(grp * og) * a->es, g->o,
+                 a->ep != NULL ? &ge : NULL);
     }
   }
 }
@@ -273,12 +281,6 @@ static void fwd_compute(sk_launch* l, void* state) {
             "output depth must be evenly divisible by number of groups: "
             "%lld vs %lld",
             (long long)g.o, (long long)g.groups);
-    return;
-  }
-  if (at->fused && g.groups != 1) {
-    sk_fail(l, TF_UNIMPLEMENTED,
-            "Fused conv implementation does not support grouped convolutions "
-            "for now.");
     return;
   }
   if (!skc_spatial(l, at, &g)) return;

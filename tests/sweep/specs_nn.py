@@ -208,9 +208,11 @@ def _act_cpu(y, kw):
 
 
 def _conv_cpu(fn, kw):
-    """TF CPU's _FusedConv2D lacks Tanh and Sigmoid: Conv2D, BiasAdd, act."""
+    """TF CPU's _FusedConv2D lacks Tanh, Sigmoid and groups: Conv2D,
+    BiasAdd, act."""
     import tensorflow as tf
-    if kw["fused_ops"][1:] not in (["Tanh"], ["Sigmoid"]):
+    grouped = kw["input"].shape[-1] != kw["filter"].shape[2]
+    if kw["fused_ops"][1:] not in (["Tanh"], ["Sigmoid"]) and not grouped:
         return fn(**kw)
     y = tf.raw_ops.Conv2D(input=kw["input"], filter=kw["filter"], strides=kw["strides"],
                           padding=kw["padding"],
@@ -246,10 +248,12 @@ def _fused():
                 fused_ops=["BiasAdd", "LeakyRelu"], num_args=1)]
         c += [_c(f"{a} SAME", input=x, filter=f, args=b, strides=s1, padding="SAME",
                  fused_ops=["BiasAdd", a], num_args=1) for a in ("Relu6", "Tanh", "Sigmoid")]
+        c.append(_c("Relu grouped", input=vals((2, 5, 5, 6)), filter=f, args=b, strides=s1,
+                    padding="SAME", fused_ops=["BiasAdd", "Relu"], num_args=1))
         return c[:2] if quick else c
 
     # bad inputs TF CPU rejects with and without oneDNN (which accepts a
-    # [1, C] bias and grouped convolutions, and crashes on a rank-3 input)
+    # [1, C] bias, and crashes on a rank-3 input)
     conv_bad = _bad(
         _c("filter larger than input", input=x, filter=vals((7, 7, 3, 4)), args=b,
            strides=s1, padding="VALID", fused_ops=["BiasAdd"], num_args=1),
