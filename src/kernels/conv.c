@@ -48,6 +48,7 @@
 #include "kernels/conv.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -404,15 +405,15 @@ bool skc_padding_attrs(TF_OpKernelConstruction* c, skc_attrs* at) {
 static bool fused_attrs(TF_OpKernelConstruction* c, skc_attrs* at) {
   if (!skf_attrs_read(c, "Conv2D", &at->fx)) return false;
   TF_Status* st = TF_NewStatus();
-  TF_DataType t = 0, targs[2] = {0, 0};
+  TF_DataType t = 0, targs[8] = {0};
   int64_t nhost = 0;
   int32_t nargs = 0, total = 0;
   char ff[16] = "";
   TF_OpKernelConstruction_GetAttrType(c, "T", &t, st);
   if (TF_GetCode(st) == TF_OK)
     TF_OpKernelConstruction_GetAttrSize(c, "TArgs", &nargs, &total, st);
-  if (TF_GetCode(st) == TF_OK && nargs >= 1)
-    TF_OpKernelConstruction_GetAttrTypeList(c, "TArgs", targs, 1, st);
+  if (TF_GetCode(st) == TF_OK && nargs >= 1 && nargs <= 8)
+    TF_OpKernelConstruction_GetAttrTypeList(c, "TArgs", targs, nargs, st);
   if (TF_GetCode(st) == TF_OK)
     TF_OpKernelConstruction_GetAttrInt64(c, "num_host_args", &nhost, st);
   bool ok = TF_GetCode(st) == TF_OK;
@@ -421,11 +422,15 @@ static bool fused_attrs(TF_OpKernelConstruction* c, skc_attrs* at) {
   ok = ok && sk_attr_string(c, "filter_format", ff, sizeof(ff));
   if (!ok) return false;
   if (nargs != 1 || targs[0] != t) {
+    char got[64];
+    if (nargs != 1)
+      snprintf(got, sizeof(got), "%d extra arguments", (int)nargs);
+    else
+      snprintf(got, sizeof(got), "a bias of type %s", sk_dtype_name(targs[0]));
     sk_construction_fail(c, TF_INVALID_ARGUMENT,
                          "Fused Conv2D with BiasAdd must have one extra "
-                         "argument: bias of type %s (SIMDEV got %d extra "
-                         "arguments, the first of type %s)",
-                         sk_dtype_name(t), (int)nargs, sk_dtype_name(targs[0]));
+                         "argument: bias of type %s (SIMDEV got %s)",
+                         sk_dtype_name(t), got);
     return false;
   }
   if (nhost != 0) {
