@@ -508,6 +508,7 @@ def test_bad_program(ew, bad):
     assert d["after"] is True, d["after"]
 
 
+@pytest.mark.registry
 def test_registered_once(ew):
     d = ew.data("registration")
     assert d["inputs"] == [["x", "N", "T"]]
