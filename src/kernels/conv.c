@@ -32,7 +32,9 @@
  * to every sk_gemm_ep of the chunk loop: bias and activation are applied to
  * each block of output rows right after its GEMM, not in another sweep.
  * Its attribute checks and messages are TF CPU's fused kernel's (NHWC
- * only, no groups); fused.c says which fusions it implements.
+ * only); unlike TF CPU's it also runs grouped convolutions, as Conv2D does,
+ * so that the remapper need not know the input depth. fused.c says which
+ * fusions it implements.
  *
  * Files: conv.h (shared types and functions), this file (attributes,
  * geometry, im2col, Conv2D, _FusedConv2D and their registration),
@@ -46,6 +48,7 @@
 #include "kernels/conv.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -137,11 +140,17 @@ static void fwd_run(sk_launch* l, void* args) {
     int64_t nr = rows - r0 < a->chunk_rows ? rows - r0 : a->chunk_rows;
     char* y = (char*)a->y + (size_t)(r0 * g->ow * g->o) * a->es;
     for (int64_t grp = 0; grp < g->groups; grp++) {
+      /* the group's og output channels take their part of the bias */
+      skf_epi ge;
+      if (a->ep != NULL) {
+        ge = *a->ep;
+        ge.bias = (const char*)ge.bias + (size_t)(grp * og) * a->es;
+      }
       skc_im2col(a, r0, nr, grp);
-      /* a->ep only with one group (_FusedConv2D refuses more) */
       sk_gemm_ep(a->dt, false, false, nr * g->ow, og, k, a->col, k,
                  (const char*)a->f + (size_t)(grp * og) * a->es, g->o, 0.,
-                 y + (size_t)(grp * og) * a->es, g->o, a->ep);
+                 y + (size_t)(grp * og) * a->es, g->o,
+                 a->ep != NULL ? &ge : NULL);
     }
   }
 }
@@ -275,12 +284,6 @@ static void fwd_compute(sk_launch* l, void* state) {
             (long long)g.o, (long long)g.groups);
     return;
   }
-  if (at->fused && g.groups != 1) {
-    sk_fail(l, TF_UNIMPLEMENTED,
-            "Fused conv implementation does not support grouped convolutions "
-            "for now.");
-    return;
-  }
   if (!skc_spatial(l, at, &g)) return;
   sk_shape ys = {4, {g.n, g.oh, g.ow, g.o}, g.n * g.oh * g.ow * g.o};
   if (at->nchw) {
@@ -402,15 +405,15 @@ bool skc_padding_attrs(TF_OpKernelConstruction* c, skc_attrs* at) {
 static bool fused_attrs(TF_OpKernelConstruction* c, skc_attrs* at) {
   if (!skf_attrs_read(c, "Conv2D", &at->fx)) return false;
   TF_Status* st = TF_NewStatus();
-  TF_DataType t = 0, targs[2] = {0, 0};
+  TF_DataType t = 0, targs[8] = {0};
   int64_t nhost = 0;
   int32_t nargs = 0, total = 0;
   char ff[16] = "";
   TF_OpKernelConstruction_GetAttrType(c, "T", &t, st);
   if (TF_GetCode(st) == TF_OK)
     TF_OpKernelConstruction_GetAttrSize(c, "TArgs", &nargs, &total, st);
-  if (TF_GetCode(st) == TF_OK && nargs >= 1)
-    TF_OpKernelConstruction_GetAttrTypeList(c, "TArgs", targs, 1, st);
+  if (TF_GetCode(st) == TF_OK && nargs >= 1 && nargs <= 8)
+    TF_OpKernelConstruction_GetAttrTypeList(c, "TArgs", targs, nargs, st);
   if (TF_GetCode(st) == TF_OK)
     TF_OpKernelConstruction_GetAttrInt64(c, "num_host_args", &nhost, st);
   bool ok = TF_GetCode(st) == TF_OK;
@@ -419,11 +422,15 @@ static bool fused_attrs(TF_OpKernelConstruction* c, skc_attrs* at) {
   ok = ok && sk_attr_string(c, "filter_format", ff, sizeof(ff));
   if (!ok) return false;
   if (nargs != 1 || targs[0] != t) {
+    char got[64];
+    if (nargs != 1)
+      snprintf(got, sizeof(got), "%d extra arguments", (int)nargs);
+    else
+      snprintf(got, sizeof(got), "a bias of type %s", sk_dtype_name(targs[0]));
     sk_construction_fail(c, TF_INVALID_ARGUMENT,
                          "Fused Conv2D with BiasAdd must have one extra "
-                         "argument: bias of type %s (SIMDEV got %d extra "
-                         "arguments, the first of type %s)",
-                         sk_dtype_name(t), (int)nargs, sk_dtype_name(targs[0]));
+                         "argument: bias of type %s (SIMDEV got %s)",
+                         sk_dtype_name(t), got);
     return false;
   }
   if (nhost != 0) {

@@ -135,8 +135,9 @@ typedef struct sk_cw_op {
 #pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
 #endif
 
-/* The ops' scalar arithmetic, after the pragma: GCC inlines a function into
- * a loop only when both were compiled with the same optimize options. */
+/* The ops' scalar arithmetic, after the pragma: compiled with the same
+ * optimize options as the loops that inline it (GCC may refuse to inline a
+ * function whose options differ from its caller's). */
 #include "kernels/cwise_scalar.h"
 
 /* The loop of `loops` for dtype dt; fails the launch if there is none.

@@ -9,9 +9,10 @@
  * the whole block, each value on the stack a block of T. A push of an input
  * laid out like the output is a pointer into the input (no copy); any other
  * push gathers the block's elements through the input's broadcast strides.
- * The last instruction writes straight into the output. So every input and
- * the output cross memory once, and the intermediates stay in the thread's
- * cache (16 blocks of 256 doubles: 32 KiB, on the thread's stack).
+ * The last instruction writes straight into the output. So every input of
+ * the output's size and the output cross memory once (a broadcast input is
+ * re-read, from cache when it is small), and the intermediates stay in the
+ * thread's cache (16 blocks of 256 doubles: 32 KiB, on the thread's stack).
  *
  * Each op's block loop applies the op's sk_cws_* function (cwise_scalar.h),
  * the one the unfused SIMDEV kernel uses, in T: fused == unfused bit for bit.

@@ -412,3 +412,5 @@ from specs_data import OPS as _DATA_OPS  # noqa: E402
 from specs_nn import OPS as _NN_OPS  # noqa: E402
 
 SPECS = spec_map(OPS + _DATA_OPS + _NN_OPS)
+from specs_ewprog import OPS as _EWPROG_OPS  # noqa: E402
+SPECS = spec_map(list(SPECS.values()) + _EWPROG_OPS)

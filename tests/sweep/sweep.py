@@ -82,17 +82,99 @@ def cast_to(a, name):
     return a.astype(np.float64).astype(dt) if a.dtype.kind != "c" else a.astype(dt)
 
 
+def _attr_default(value):
+    """An OpDef attribute's default (AttrValue) as a Python value."""
+    kind = value.WhichOneof("value")
+    if kind == "list":
+        for field in ("s", "i", "f", "b", "type"):
+            if len(getattr(value.list, field)):
+                return list(getattr(value.list, field))
+        return []
+    return getattr(value, kind) if kind else None
+
+
+def op_function(op, opdef):
+    """A tf.raw_ops-like function for an op tf.raw_ops leaves out (names with
+    a leading underscore: _SimdevFusedElementwise, TF's _Fused* ops): keyword
+    arguments named after the OpDef's inputs and attributes. Eager: runs
+    execute.execute, with type and number attributes taken from the inputs
+    (attributes not given keep their OpDef defaults); inside a tf.function:
+    adds the node with op_def_library. Returns the output tensor, or a list
+    of them. `params`: the OpDef's input names, in order (for Call)."""
+    import tensorflow as tf
+    from tensorflow.python.eager import context, execute
+    from tensorflow.python.framework import op_def_library
+
+    def fn(**kw):
+        for a in opdef.input_arg:  # a list input left out is empty
+            if (a.number_attr or a.type_list_attr) and a.name not in kw:
+                kw[a.name] = []   # (_FusedConv2D's host_args)
+        if not tf.executing_eagerly():
+            # the helper wants every attribute the inputs do not give
+            # (_FusedMatMul's transpose_a ...): the OpDef's defaults
+            given = {x for a in opdef.input_arg
+                     for x in (a.type_attr, a.number_attr, a.type_list_attr) if x}
+            for at in opdef.attr:
+                if at.name not in kw and at.name not in given and \
+                        at.HasField("default_value"):
+                    kw[at.name] = _attr_default(at.default_value)
+            _, _, node, _ = op_def_library._apply_op_helper(
+                op, name=op.lstrip("_"), **kw)
+            outs = list(node.outputs)
+            return outs[0] if len(outs) == 1 else outs
+        inputs, inferred = [], {}
+        for a in opdef.input_arg:
+            v = kw[a.name]
+            many = bool(a.number_attr or a.type_list_attr)
+            ts = [tf.convert_to_tensor(x) for x in (v if many else [v])]
+            if a.number_attr:
+                inferred[a.number_attr] = len(ts)
+            if a.type_attr:
+                inferred[a.type_attr] = ts[0].dtype.as_datatype_enum if ts else None
+            if a.type_list_attr:
+                inferred[a.type_list_attr] = [t.dtype.as_datatype_enum for t in ts]
+            inputs += ts
+        attrs = []
+        for at in opdef.attr:
+            if at.name in inferred and inferred[at.name] is not None:
+                val = inferred[at.name]
+            elif at.name in kw:
+                val = kw[at.name]
+                if isinstance(val, tf.DType):
+                    val = val.as_datatype_enum
+            else:
+                continue
+            attrs += [at.name, val]
+        values = dict(zip(attrs[::2], attrs[1::2]))
+        nout = 0
+        for a in opdef.output_arg:
+            if a.number_attr:
+                nout += values[a.number_attr]
+            elif a.type_list_attr:
+                nout += len(values[a.type_list_attr])
+            else:
+                nout += 1
+        outs = execute.execute(op, nout, inputs, tuple(attrs), context.context())
+        return outs[0] if len(outs) == 1 else list(outs)
+
+    fn.params = [a.name for a in opdef.input_arg]
+    return fn
+
+
 class Call:
     """One case of one op with one dtype combination, made into tensors."""
 
     def __init__(self, op, opdef, combo, case):
         import tensorflow as tf
         self.op, self.case = op, case
-        self.fn = getattr(tf.raw_ops, op)
+        self.fn = getattr(tf.raw_ops, op, None)
+        if self.fn is None:  # not in tf.raw_ops: an op with a leading _
+            self.fn = op_function(op, opdef)
         # tf.raw_ops takes the OpDef's inputs first, in order, under names
         # that are sometimes Python's own (Select's t, e are x, y).
         import inspect
-        params = list(inspect.signature(self.fn).parameters)
+        params = getattr(self.fn, "params", None) or \
+            list(inspect.signature(self.fn).parameters)
         args = {params[i]: a for i, a in enumerate(opdef.input_arg)}
         op_attrs = {a.name for a in opdef.attr}
         bad = [a for a in combo if a not in op_attrs]
@@ -116,6 +198,9 @@ class Call:
                     want = combo[arg.type_attr]
                 elif arg.type:
                     want = tf.as_dtype(arg.type).name
+                elif arg.type_list_attr and len(combo) == 1:
+                    # _FusedConv2D's args (TArgs): of the one type under test
+                    want = next(iter(combo.values()))
                 elif arg.type_attr:
                     want = self._unconstrained(v, arg.type_attr, attr_default)
                 conv = (lambda x: tf.constant(cast_to(x, want) if want else np.asarray(x)))
@@ -138,11 +223,12 @@ class Call:
                 return "float32"
         return None
 
-    def run(self, dev):
-        """[(numpy output, device)] of one run on `dev`."""
+    def run(self, dev, fn=None):
+        """[(numpy output, device)] of one run on `dev` (of fn instead of the
+        op when given: Spec.cpu_op)."""
         import tensorflow as tf
         with tf.device(dev):
-            out = self.fn(**self.kw)
+            out = (fn or self.fn)(**self.kw)
         flat = []
 
         def walk(x):
@@ -226,9 +312,9 @@ def applies(case, combo):
     return next(iter(combo.values()), None) in case.only
 
 
-def try_run(call, dev):
+def try_run(call, dev, fn=None):
     try:
-        return call.run(dev), None
+        return call.run(dev, fn), None
     except Exception as e:  # the class and text are what is compared
         return None, e
 
@@ -306,11 +392,18 @@ class Sweep:
             return
         if not self.quick:
             self.graph(what, spec, call, r1)
-        rc, ec = try_run(call, CPU)
+        rc, ec = try_run(call, CPU, spec.cpu_op and (lambda **kw: spec.cpu_op(call.fn, kw)))
         if ec is not None:
             if placement_error(str(ec)) and spec.prop is None:
                 self.fail(what, "TF CPU has no kernel for this case and the spec "
                                 "checks no property")
+            elif placement_error(str(ec)) and callable(spec.prop):
+                # no CPU kernel: the spec's property instead (Spec.prop)
+                self.counts["property_cases"] += 1
+                try:
+                    spec.prop(lambda d: [a for a, _ in call.run(d)], case, combo)
+                except Exception as e:
+                    self.fail(what, f"property: {type(e).__name__}: {short(str(e))}")
             elif not placement_error(str(ec)):
                 self.fail(what, f"CPU raised {type(ec).__name__} where SIMDEV did not: "
                                 f"{short(str(ec))}")
@@ -364,7 +457,8 @@ class Sweep:
             self.fail(what, f"spec could not build its inputs: {type(e).__name__}: {e}",
                       "spec")
             return None
-        _, ec = try_run(call, CPU)
+        spec = SPECS.get(op)
+        _, ec = try_run(call, CPU, spec and spec.cpu_op and (lambda **kw: spec.cpu_op(call.fn, kw)))
         if ec is None:
             self.fail(what, "TF CPU accepted the bad input (fix the spec)", "spec")
             return None

@@ -41,6 +41,9 @@ CONV = {
     "whole-image direct": ((3, 4, 4, 2), (4, 4, 2, 5), (1, 1), "VALID", (1, 1), None),
     "zero batch": ((0, 5, 5, 3), (3, 3, 3, 4), (1, 1), "SAME", (1, 1), None),
     "zero out channels": ((1, 5, 5, 3), (3, 3, 3, 0), (1, 1), "SAME", (1, 1), None),
+    # 2 groups: TF CPU's fused kernel refuses them, SIMDEV's runs them as
+    # Conv2D does (each group's channels take their part of the bias)
+    "grouped": ((2, 6, 5, 6), (3, 3, 3, 4), (1, 1), "SAME", (1, 1), None),
     # big enough for sk_gemm to split rows over the pool's threads
     "large": ((4, 16, 16, 32), (3, 3, 32, 64), (1, 1), "SAME", (1, 1), None),
 }
@@ -97,6 +100,9 @@ ERRORS = {
                          "Fusion is not implemented: [BiasAdd,Foo]", None, True),
     "conv two args": ("_FusedConv2D", ((1, 5, 5, 3), (3, 3, 3, 4), (4,), (4,)),
                       {"num_args": 2}, "must have one extra argument: bias", None, True),
+    "conv TArgs of 2": ("_FusedConv2D", ((1, 5, 5, 3), (3, 3, 3, 4), (4,), (4,)),
+                        {"TArgs": [1, 1]}, "SIMDEV got 2 extra arguments",
+                        "InvalidArgumentError", False),
     "conv batchnorm": ("_FusedConv2D", ((1, 5, 5, 3), (3, 3, 3, 4), (4,), (4,), (4,), (4,)),
                        {"num_args": 4, "fused_ops": ["FusedBatchNorm"]},
                        "Fusion is not implemented: [FusedBatchNorm]", "UnimplementedError", True),
@@ -104,9 +110,6 @@ ERRORS = {
                   {"data_format": "NCHW"},
                   "Fused conv implementation only supports NHWC tensor format for now.",
                   None, True),
-    "conv grouped": ("_FusedConv2D", ((1, 5, 5, 6), (3, 3, 3, 4), (4,)), {},
-                     "Fused conv implementation does not support grouped convolutions",
-                     None, True),
     "conv bias rank 2": ("_FusedConv2D", ((1, 5, 5, 3), (3, 3, 3, 4), (1, 4)), {},
                          "bias must be 1-dimensional[1,4]", None, True),
     "conv input rank 3": ("_FusedConv2D", ((5, 5, 3), (3, 3, 3, 4), (4,)), {},
@@ -223,6 +226,7 @@ def conv_ref(x, w, strides, pad, dil, explicit, depthwise=False):
     # float64 sum over taps of x[n, oh*s + i*d - p, ow*s + j*d - p, c] w[i, j, c, o]
     n, h, wd, c = x.shape
     kh, kw_ = w.shape[:2]
+    groups = 1 if depthwise else c // w.shape[2]
     oh, pt, pb = dim(h, kh, strides[0], dil[0], pad, explicit[:2] if explicit else None)
     ow, pl, pr = dim(wd, kw_, strides[1], dil[1], pad, explicit[2:] if explicit else None)
     xp = np.pad(x.astype(np.float64), ((0, 0), (pt, pb), (pl, pr), (0, 0)))
@@ -237,8 +241,11 @@ def conv_ref(x, w, strides, pad, dil, explicit, depthwise=False):
                    j * dil[1]:j * dil[1] + (ow - 1) * strides[1] + 1:strides[1], :][:, :oh, :ow]
             if depthwise:
                 y += (v[..., :, None] * w[i, j]).reshape(y.shape)
-            else:
-                y += v @ w[i, j]
+                continue
+            kc, og = w.shape[2], w.shape[3] // groups
+            for gi in range(groups):
+                y[..., gi * og:(gi + 1) * og] += \
+                    v[..., gi * kc:(gi + 1) * kc] @ w[i, j][:, gi * og:(gi + 1) * og]
     return y
 
 def act_ref(act, z):
@@ -332,7 +339,8 @@ def run_case(op, name, act, dt):
         ref, bound = epilogue_ref(act, y, absy, fs[0] * fs[1] * fs[2], b.astype(np.float64), dt)
         attrs = conv_attrs(dt, act, strides, pad, dil, explicit)
         chain = chain_conv(act, strides, pad, dil, explicit)
-        cpu_fn = None if act in CPU_ACTS[op] else chain
+        grouped = xs[3] != fs[2]
+        cpu_fn = None if act in CPU_ACTS[op] and not grouped else chain
     elif op == "_FusedMatMul":
         sa, sb, ta, tb = MATMUL[name]
         x, w = rng.standard_normal(sa).astype(dt), rng.standard_normal(sb).astype(dt)
