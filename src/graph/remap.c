@@ -253,7 +253,12 @@ static int rewrite(sg_graph* g, const match* m, sg_err* err) {
   float alpha = 0;
   bool has_alpha = a != NULL && strcmp(a->op, "LeakyRelu") == 0 &&
                    sg_attr_float(a, "alpha", &alpha);
-  const char* act = a != NULL ? a->op : NULL;
+  /* The activation's name, kept before sg_set_op renames the root. */
+  const char* act = NULL;
+  for (size_t i = 0; a != NULL && act == NULL &&
+                     i < sizeof(kActivations) / sizeof(kActivations[0]);
+       i++)
+    if (strcmp(a->op, kActivations[i]) == 0) act = kActivations[i];
   if (!sg_attr_type(c, "T", &dtype))
     return sg_fail(err, SG_EINTERNAL, "remap: %s lost T", c->name);
 
