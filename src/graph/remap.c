@@ -73,10 +73,12 @@ typedef struct match {
   enum contraction kind;
 } match;
 
-static bool is_activation(const sg_node* n) {
+/* The table's entry for n's op (a string that outlives any rewrite of n),
+ * or NULL if n is no fused activation. */
+static const char* activation_of(const sg_node* n) {
   for (size_t i = 0; i < sizeof(kActivations) / sizeof(kActivations[0]); i++)
-    if (strcmp(n->op, kActivations[i]) == 0) return true;
-  return false;
+    if (strcmp(n->op, kActivations[i]) == 0) return kActivations[i];
+  return NULL;
 }
 
 static enum contraction contraction_kind(const sg_node* n) {
@@ -186,7 +188,7 @@ static bool match_from_bias(sg_graph* g, const sg_ctx* ctx, sg_node* b,
 
 static bool match_from_activation(sg_graph* g, const sg_ctx* ctx, sg_node* a,
                                   match* m) {
-  if (!is_activation(a) || !sg_on_simdev(a) || num_data_inputs(a) != 1)
+  if (activation_of(a) == NULL || !sg_on_simdev(a) || num_data_inputs(a) != 1)
     return false;
   sg_ref r = sg_input(g, a, 0);
   if (r.node == NULL || r.node->removed || r.port != 0) return false;
@@ -253,12 +255,8 @@ static int rewrite(sg_graph* g, const match* m, sg_err* err) {
   float alpha = 0;
   bool has_alpha = a != NULL && strcmp(a->op, "LeakyRelu") == 0 &&
                    sg_attr_float(a, "alpha", &alpha);
-  /* The activation's name, kept before sg_set_op renames the root. */
-  const char* act = NULL;
-  for (size_t i = 0; a != NULL && act == NULL &&
-                     i < sizeof(kActivations) / sizeof(kActivations[0]);
-       i++)
-    if (strcmp(a->op, kActivations[i]) == 0) act = kActivations[i];
+  /* Read before sg_set_op renames the root. */
+  const char* act = a != NULL ? activation_of(a) : NULL;
   if (!sg_attr_type(c, "T", &dtype))
     return sg_fail(err, SG_EINTERNAL, "remap: %s lost T", c->name);
 
