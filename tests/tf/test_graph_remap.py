@@ -5,12 +5,15 @@ tf.function holding every case (a function per case would cost seconds of
 tracing and optimizing each) and runs it three times: on the CPU (TF CPU's
 results), on SIMDEV with the plugin's optimizer on, and on SIMDEV with it
 off (graphutil.plugin_optimizers(False), fresh tf.function), reading TF's
-optimized graphs back with graphutil. A pattern passes when its optimized
+optimized graphs back with graphutil. The child runs with
+SIMDEV_GRAPH_PASSES=fold_pad,remap: the passes under test, without the
+elementwise pass that would fold what the negative cases keep. A pattern passes when its optimized
 graph holds the fused node on SIMDEV and none of the nodes it absorbed, and
 its result equals the passes-off run and TF CPU's. Negative cases (a
-consumer too many, a node on the CPU, a dtype the fused kernels lack, an
-unknown activation, a Pad the convolution cannot absorb) come out with the
-original nodes; a TF1 Session fetching an intermediate shows the preserve
+consumer too many, a control edge from an intermediate, a node on the CPU,
+a dtype the fused kernels lack, an unknown activation, a BiasAdd on another
+dimension, a Pad the convolution cannot absorb) come out with the original
+nodes; a TF1 Session fetching an intermediate shows the preserve
 list honoured. Idempotence: the passes run twice on a GraphDef TF produced
 (simdev_graph_opt) leave it unchanged the second time.
 """
@@ -126,6 +129,17 @@ def two_consumers_bias():
         return tf.nn.relu(y) + y * 2.0
     return f, (x, w, b)
 
+def control_source_conv():
+    """The Conv2D is the source of a control edge (TF keeps it, on the
+    Const of b * 2.0): never absorbed."""
+    x, w, b = arr([2, 9, 9, 3]), arr([3, 3, 3, 5]), arr([5])
+    def f(x, w, b):
+        c = tf.nn.conv2d(x, w, 1, "SAME")
+        with tf.control_dependencies([c]):
+            b2 = b * 2.0
+        return tf.nn.relu(tf.nn.bias_add(c, b)) + b2
+    return f, (x, w, b)
+
 def two_consumers_conv():
     x, w, b = arr([2, 9, 9, 3]), arr([3, 3, 3, 5]), arr([5])
     def f(x, w, b):
@@ -159,6 +173,7 @@ CASES["neg_bias_layout"] = (_f, _a)
 # negatives
 CASES["neg_bias_two_consumers"] = two_consumers_bias()
 CASES["neg_conv_two_consumers"] = two_consumers_conv()
+CASES["neg_conv_control"] = control_source_conv()
 CASES["neg_on_cpu"] = on_cpu_bias()
 CASES["neg_half"] = matmul_case("Relu", "float16")
 CASES["neg_softplus"] = conv_case("Softplus")
@@ -311,7 +326,8 @@ from tensorflow.core.framework import graph_pb2
 
 def graph_opt(data, preserve=()):
     """simdev_graph_opt on GraphDef bytes: (its JSON line, the output bytes)."""
-    out, info = graphutil.optimize_bytes(data, preserve=preserve)
+    out, info = graphutil.optimize_bytes(data, preserve=preserve,
+                                         passes="fold_pad,remap")
     return info, out
 
 def ops_by_name(data):
@@ -380,7 +396,11 @@ class _Off:
 
 @pytest.fixture(scope="module")
 def runs(run_tf):
-    run = run_tf(SNIPPET, timeout=300)
+    # Only this module's passes: the elementwise pass (which runs after
+    # remap) would fold the Relu/Sub/Mul the negative cases keep into its
+    # own node, and these tests are about what remap and fold_pad do.
+    run = run_tf(SNIPPET, env={"SIMDEV_GRAPH_PASSES": "fold_pad,remap"},
+                 timeout=300)
     for whole in ("cpu", "on", "off"):  # each case's check needs these
         run.data(whole)
     run.assert_clean_exit()
@@ -451,6 +471,7 @@ NEGATIVE = {
     # case: (ops that must stay on SIMDEV, ops that must not appear on SIMDEV)
     "neg_conv_two_consumers": (["Conv2D", "BiasAdd", "Relu"], list(FUSED)),
     "neg_bias_layout": (["Conv2D", "BiasAdd", "Relu"], list(FUSED)),
+    "neg_conv_control": (["Conv2D", "BiasAdd", "Relu"], list(FUSED)),
     "neg_on_cpu": (["Conv2D"], list(FUSED)),
     # half: SIMDEV has no half BiasAdd (it runs on the CPU), and no fused
     # kernel takes half; neg_matmul_double is the case on SIMDEV throughout
