@@ -7,22 +7,25 @@ results), on SIMDEV with the plugin's optimizer on, and on SIMDEV with it
 off (graphutil.plugin_optimizers(False), fresh tf.function), reading TF's
 optimized graphs back with graphutil. The child runs with
 SIMDEV_GRAPH_PASSES=fold_pad,remap: the passes under test, without the
-elementwise pass that would fold what the negative cases keep. A pattern passes when its optimized
-graph holds the fused node on SIMDEV and none of the nodes it absorbed, and
-its result equals the passes-off run and TF CPU's. Negative cases (a
-consumer too many, a control edge from an intermediate, a node on the CPU,
-a dtype the fused kernels lack, an unknown activation, a BiasAdd on another
+elementwise pass that would fold what the negative cases keep.
+
+A pattern passes when its optimized graph holds the fused node on SIMDEV
+and none of the nodes it absorbed, and its result equals the passes-off
+run bit for bit and TF CPU's within rounding. Negative cases (a consumer
+too many, a control edge from an intermediate, a node on the CPU, a dtype
+the fused kernels lack, an unknown activation, a BiasAdd on another
 dimension, a Pad the convolution cannot absorb) come out with the original
-nodes; a TF1 Session fetching an intermediate shows the preserve
-list honoured. Idempotence: the passes run twice on a GraphDef TF produced
-(simdev_graph_opt) leave it unchanged the second time.
+nodes; a TF1 Session fetching an intermediate, and simdev_graph_opt
+--preserve, show the preserve list honoured. Idempotence: simdev_graph_opt
+run twice on the GraphDef TF hands in leaves it unchanged the second time.
+A Keras training step fuses and folds, with the passes-off losses.
 """
 import numpy as np
 import pytest
 
 import graphutil
 
-# The cases, shared by both children. Each builds (fn, args) under SIMDEV; the
+# The cases. Each builds (fn, args); all_cases puts them in one function; the
 # child reports the ops of the optimized graph and the result.
 CASES = r'''
 import numpy as np
