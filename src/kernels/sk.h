@@ -166,6 +166,8 @@ bool sk_register_depthwise(char* msg, size_t len);     /* depthwise.c */
 bool sk_register_batchnorm(char* msg, size_t len);     /* batchnorm.c */
 bool sk_register_einsum(char* msg, size_t len);        /* einsum.c */
 bool sk_register_resize(char* msg, size_t len);        /* resize.c */
+/* ewprog_op.c; also defines the op _SimdevFusedElementwise. */
+bool sk_register_ewprog(char* msg, size_t len);
 
 /* ---- launches (TF thread) ---------------------------------------------- */
 /* Whether the launch is still good; every sk_ call below is a no-op on a
