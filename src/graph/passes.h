@@ -29,6 +29,7 @@
 #include "graph/sg.h"
 
 /* ---- the passes: one line each ------------------------------------------ */
+int sg_pass_elementwise(sg_graph* g, const sg_ctx* c, sg_err* err);
 
 /* ---- the driver (pass.c) --------------------------------------------------
  */
