@@ -52,6 +52,7 @@
 #include "graph/passes.h"
 #include "graph/sg.h"
 #include "kernels/ewprog.h"
+#include "pbwire/pbwire.h"
 
 /* TF's DataType enum values for the dtypes the fused kernel has. */
 enum { EW_DT_FLOAT = 1, EW_DT_DOUBLE = 2 };
@@ -89,6 +90,10 @@ typedef struct ew_pass {
    */
   ew_leaf* leaves;
   int* stack; /* explicit DFS stack, n entries of (node, next input) pairs */
+  /* scalar analysis (see "Scalars"): per node EW_S_*, and its DFS stack */
+  int8_t* scalar;
+  int* sstack;
+  size_t sstack_cap;
 } ew_pass;
 
 static ew_leaf* leaves_of(ew_pass* p, int i) {
@@ -152,6 +157,141 @@ static void count_uses(ew_pass* p) {
   }
 }
 
+/* ---- Scalars -------------------------------------------------------------
+ * The fused kernel computes every op once per OUTPUT element, so a subtree
+ * whose value is one number (Adam's step size lr * sqrt(1 - b2^t) /
+ * (1 - b1^t): two Pows, a Sqrt ...) would be recomputed for every element
+ * of the tensor it scales, which costs more than the memory traffic fusion
+ * saves. Such a subtree is cut off and fused on its own: it then runs on
+ * one element, and the big tree takes its result as a scalar input.
+ *
+ * sg.h has no shapes, so "scalar" is proved from what the GraphDef itself
+ * says: a Const whose tensor has one element; a ReadVariableOp of a resource
+ * _Arg whose `_handle_shapes` (or a VarHandleOp whose `shape`) has one
+ * element; Identity, Cast, table ops and fused nodes whose data inputs are
+ * all scalars. Anything else counts as "not known to be a scalar". The proof
+ * only decides where trees are cut, never whether a rewrite is correct: a
+ * wrong answer would cost speed, not results. */
+enum { EW_S_TODO = 0, EW_S_YES = 1, EW_S_NO = 2, EW_S_BUSY = 3 };
+
+/* A serialized TensorShapeProto: every dimension known and 1 (rank 0
+ * included). dim = 2 (Dim: size = 1), unknown_rank = 3. */
+static bool shape_is_scalar(const uint8_t* d, size_t len) {
+  pbw_reader r, rd;
+  pbw_field f, fd;
+  int st;
+  pbw_init(&r, d, len);
+  while ((st = pbw_next(&r, &f)) == PBW_FIELD) {
+    if (f.number == 3 && f.wire == PBW_VARINT && f.u != 0) return false;
+    if (f.number != 2 || f.wire != PBW_LEN) continue;
+    int64_t size = 0; /* an absent size is 0 */
+    pbw_init_field(&rd, &f);
+    while ((st = pbw_next(&rd, &fd)) == PBW_FIELD)
+      if (fd.number == 1 && fd.wire == PBW_VARINT) size = (int64_t)fd.u;
+    if (st == PBW_ERROR || size != 1) return false;
+  }
+  return st == PBW_END;
+}
+
+/* The only length-delimited field `number` of message [d, d + len), into f;
+ * false if it is absent, repeated or the message is malformed. */
+static bool sole_field(const uint8_t* d, size_t len, uint32_t number,
+                       pbw_field* out) {
+  pbw_reader r;
+  pbw_field f;
+  int st, seen = 0;
+  pbw_init(&r, d, len);
+  while ((st = pbw_next(&r, &f)) == PBW_FIELD)
+    if (f.number == number && f.wire == PBW_LEN && seen++ == 0) *out = f;
+  return st == PBW_END && seen == 1;
+}
+
+/* AttrValue: list = 1 (ListValue: shape = 7), shape = 7, tensor = 8
+ * (TensorProto: tensor_shape = 2, absent for a scalar). */
+static bool attr_shape_scalar(const sg_node* n, const char* name, int field) {
+  const sg_attr* a = sg_attr_find(n, name);
+  pbw_field f, g;
+  if (a == NULL) return false;
+  if (field == 8) { /* Const value */
+    pbw_reader r;
+    int st, seen = 0;
+    if (!sole_field(a->value, a->len, 8, &f)) return false;
+    pbw_init_field(&r, &f);
+    while ((st = pbw_next(&r, &g)) == PBW_FIELD)
+      if (g.number == 2 && g.wire == PBW_LEN && seen++ == 0 &&
+          !shape_is_scalar(g.data, g.len))
+        return false;
+    return st == PBW_END && seen <= 1;
+  }
+  if (field == 1) { /* list(shape) with one entry */
+    return sole_field(a->value, a->len, 1, &f) &&
+           sole_field(f.data, f.len, 7, &g) && shape_is_scalar(g.data, g.len);
+  }
+  return sole_field(a->value, a->len, 7, &f) && shape_is_scalar(f.data, f.len);
+}
+
+/* Nodes whose scalar-ness is that of all their data inputs. */
+static bool scalar_propagates(const sg_node* n) {
+  return strcmp(n->op, "Identity") == 0 || strcmp(n->op, "Cast") == 0 ||
+         strcmp(n->op, EW_FUSED_OP) == 0 || sk_ewprog_arity(n->op) > 0;
+}
+
+/* Scalar-ness of a node that does not propagate it (EW_S_YES / EW_S_NO). */
+static int scalar_leaf(ew_pass* p, sg_node* n) {
+  if (strcmp(n->op, "Const") == 0)
+    return attr_shape_scalar(n, "value", 8) ? EW_S_YES : EW_S_NO;
+  if (strcmp(n->op, "ReadVariableOp") == 0 && n->ninputs > 0) {
+    sg_ref r = sg_input(p->g, n, 0);
+    if (r.node == NULL || r.port != 0) return EW_S_NO;
+    if (strcmp(r.node->op, "_Arg") == 0)
+      return attr_shape_scalar(r.node, "_handle_shapes", 1) ? EW_S_YES
+                                                            : EW_S_NO;
+    if (strcmp(r.node->op, "VarHandleOp") == 0)
+      return attr_shape_scalar(r.node, "shape", 7) ? EW_S_YES : EW_S_NO;
+  }
+  return EW_S_NO;
+}
+
+/* Whether node i is a proved scalar. Memoized; an explicit stack, since the
+ * walk may go back as far as the graph is deep. A node met again while its
+ * own inputs are being walked (a cycle: while loops) is not a scalar. */
+static bool is_scalar(ew_pass* p, int i) {
+  size_t top = 0;
+  if (p->scalar[i] != EW_S_TODO && p->scalar[i] != EW_S_BUSY)
+    return p->scalar[i] == EW_S_YES;
+  p->sstack[top++] = i;
+  while (top > 0) {
+    int t = p->sstack[top - 1];
+    sg_node* n = sg_node_at(p->g, t);
+    if (p->scalar[t] == EW_S_TODO) {
+      if (!scalar_propagates(n)) {
+        p->scalar[t] = (int8_t)scalar_leaf(p, n);
+        --top;
+        continue;
+      }
+      p->scalar[t] = EW_S_BUSY;
+      for (int k = 0; k < n->ninputs; ++k) {
+        sg_ref r = sg_input(p->g, n, k);
+        if (r.port < 0 || r.node == NULL) continue;
+        if (p->scalar[r.node->index] == EW_S_TODO && top < p->sstack_cap)
+          p->sstack[top++] = r.node->index;
+      }
+      continue;
+    }
+    if (p->scalar[t] == EW_S_BUSY) {
+      int v = EW_S_YES;
+      for (int k = 0; k < n->ninputs && v == EW_S_YES; ++k) {
+        sg_ref r = sg_input(p->g, n, k);
+        if (r.port < 0) continue;
+        if (r.node == NULL || p->scalar[r.node->index] != EW_S_YES) v = EW_S_NO;
+      }
+      p->scalar[t] = (int8_t)v;
+    }
+    --top;
+  }
+  return p->scalar[i] == EW_S_YES;
+}
+
 static bool absorbable(ew_pass* p, sg_node* m) {
   const ew_info* im = &p->info[m->index];
   if (im->arity == 0 || im->ndata != 1 || im->nctrl != 0 || im->use_port != 0)
@@ -160,7 +300,9 @@ static bool absorbable(ew_pass* p, sg_node* m) {
   const ew_info* ic = &p->info[im->consumer];
   if (ic->arity == 0 || ic->dtype != im->dtype) return false;
   sg_node* c = sg_node_at(p->g, im->consumer);
-  return strcmp(c->device, m->device) == 0;
+  if (strcmp(c->device, m->device) != 0) return false;
+  /* a scalar subtree under a tensor op is fused on its own (see Scalars) */
+  return !is_scalar(p, m->index) || is_scalar(p, im->consumer);
 }
 
 /* The resolved data operand j (0-based) of candidate n. */
@@ -386,7 +528,12 @@ int sg_pass_elementwise(sg_graph* g, const sg_ctx* c, sg_err* err) {
   p.info = calloc((size_t)p.n, sizeof *p.info);
   p.leaves = malloc(sizeof(ew_leaf) * (size_t)p.n * (SK_EWPROG_MAX_INPUTS + 1));
   p.stack = malloc(sizeof(int) * 2 * (size_t)p.n);
-  if (p.info == NULL || p.leaves == NULL || p.stack == NULL) {
+  p.scalar = calloc((size_t)p.n, 1);
+  p.sstack_cap = 1; /* every input edge can push once, plus the start */
+  for (int i = 0; i < p.n; ++i) p.sstack_cap += sg_node_at(g, i)->ninputs;
+  p.sstack = malloc(sizeof(int) * p.sstack_cap);
+  if (p.info == NULL || p.leaves == NULL || p.stack == NULL ||
+      p.scalar == NULL || p.sstack == NULL) {
     fused = sg_fail(err, SG_ENOMEM, "elementwise: no memory for %d nodes", p.n);
     goto out;
   }
@@ -417,5 +564,7 @@ out:
   free(p.info);
   free(p.leaves);
   free(p.stack);
+  free(p.scalar);
+  free(p.sstack);
   return fused;
 }
