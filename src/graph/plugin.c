@@ -10,8 +10,8 @@
  * - TF's meta-optimizer creates simdev's optimizer for every graph with a
  *   node placed on a SIMDEV device (the device types of the graph's nodes
  *   decide) and runs it after TF's own passes, on each meta-optimizer
- *   iteration (two by default), on the output of the last. Graphs of fewer
- *   than 4 nodes are not optimized at all.
+ *   iteration (two by default), on the output of the last; even 3-node
+ *   function graphs (tests/tf/test_graph_core.py).
  * - optimize_func gets the serialized GraphDef (its function library
  *   replaced by a stub) and a TF_GrapplerItem for the preserve list. It
  *   answers with a serialized GraphDef and TF_OK; or TF_ABORTED, TF's
@@ -124,14 +124,9 @@ static void optimize(void* state, const TF_Buffer* graph_def,
     set_status(status, &err);
     return;
   }
-  if (g_mask == 0 && !g_log) { /* passes off: not even a parse */
-    TF_SetStatus(status, TF_ABORTED,
-                 "simdev graph optimizer: every pass is "
-                 "off (" SG_PASSES_ENV "=none)");
-    return;
-  }
-  /* A malformed graph is reported before the item is asked for the
-   * preserve list (and a NULL item is an error, not a crash). */
+  /* Parsed even with every pass off: a malformed graph is always an
+   * error, reported before the item is asked for the preserve list (a
+   * NULL item is an error too, not a crash). */
   sg_graph* g = NULL;
   if (sg_parse(graph_def->data, graph_def->length, &g, &err) != 0) {
     set_status(status, &err);
@@ -166,9 +161,10 @@ static void optimize(void* state, const TF_Buffer* graph_def,
     set_status(status, &err);
     return;
   }
-  if (rc == 0) {
+  if (rc == 0) { /* TF's "did nothing": it keeps its graph */
     TF_SetStatus(status, TF_ABORTED,
-                 "simdev graph optimizer: nothing to rewrite");
+                 g_mask ? "simdev graph optimizer: nothing to rewrite"
+                        : "simdev graph optimizer: every pass is off");
     return;
   }
   out->data = bytes;

@@ -150,5 +150,51 @@ def plugin_optimizers(on):
     tf.config.optimizer.set_experimental_options({"use_plugin_optimizers": bool(on)})
 
 
+# ---- simdev_graph_opt (src/graph/tool.c), usable with or without TF -------
+
+def tool_path():
+    """The simdev_graph_opt installed with the plugin (site-packages/simdev/
+    bin/), found without importing simdev or TF."""
+    import importlib.util
+    spec = importlib.util.find_spec("simdev")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("the simdev package is not installed (pip install .)")
+    path = os.path.join(list(spec.submodule_search_locations)[0], "bin",
+                        "simdev_graph_opt")
+    if not os.access(path, os.X_OK):
+        raise FileNotFoundError(f"{path} missing: `make install` installs it")
+    return path
+
+
+def optimize_bytes(graph, preserve=(), passes=None, tool=None, tmpdir=None):
+    """Runs simdev's passes on a GraphDef (bytes or a GraphDef message) with
+    simdev_graph_opt, as TF_InitGraph would with `preserve` as TF's
+    nodes-to-preserve list and SIMDEV_GRAPH_PASSES=passes (None: the
+    default, all). Returns (out_bytes, info): info is the tool's JSON line
+    {"nodes", "simdev_nodes", "passes", "rewrites"}; out_bytes are the input
+    bytes when nothing was rewritten. Raises RuntimeError with the tool's
+    message if it fails."""
+    import json
+    import subprocess
+    import tempfile
+    data = graph if isinstance(graph, (bytes, bytearray)) else graph.SerializeToString()
+    env = {k: v for k, v in os.environ.items() if k != "SIMDEV_GRAPH_PASSES"}
+    if passes is not None:
+        env["SIMDEV_GRAPH_PASSES"] = passes
+    with tempfile.TemporaryDirectory(dir=tmpdir) as d:
+        src, dst = os.path.join(d, "in.pb"), os.path.join(d, "out.pb")
+        with open(src, "wb") as f:
+            f.write(data)
+        cmd = [tool or tool_path()]
+        for name in preserve:
+            cmd += ["--preserve", name]
+        p = subprocess.run(cmd + [src, dst], capture_output=True, text=True,
+                           env=env, timeout=120)
+        if p.returncode != 0:
+            raise RuntimeError(f"simdev_graph_opt exit {p.returncode}: {p.stderr.strip()}")
+        with open(dst, "rb") as f:
+            return f.read(), json.loads(p.stdout)
+
+
 if __name__ == "__main__":
     sys.exit("graphutil is imported by TF children (see its docstring)")
