@@ -72,7 +72,7 @@ typedef struct ew_info {
   int consumer; /* index of the (last seen) data consumer, -1 if none */
   int use_port; /* the output port that consumer reads */
   int parent;   /* index of the node it is absorbed into, -1 if none */
-  /* packing of the subtree rooted here (see pack()) */
+  /* the subtree rooted here, as measure() found it */
   int ops, depth, nleaves;
   bool packed;
 } ew_info;
@@ -89,8 +89,7 @@ typedef struct ew_pass {
   sg_err* err;
   int n;
   ew_info* info;
-  /* leaves of packed subtrees: SK_EWPROG_MAX_INPUTS + 1 slots per node, sorted
-   */
+  /* sorted leaves of packed subtrees: SK_EWPROG_MAX_INPUTS + 1 per node */
   ew_leaf* leaves;
   int* stack; /* explicit DFS stack, n entries of (node, next input) pairs */
   /* scalar analysis (see "Scalars"): per node EW_S_*, and its DFS stack */
