@@ -3,7 +3,7 @@
  *
  * Each pass is `int sg_pass_<name>(sg_graph*, const sg_ctx*, sg_err*)` in
  * its own file, declared with one line below and listed with one line in
- * pass.c's table (run order: resource_apply, fold_pad, remap, elementwise).
+ * pass.c's table (run order: fold_pad, remap, elementwise).
  * A pass never calls pass.c (tests/layering.py forbids the circle).
  *
  * SIMDEV_GRAPH_PASSES chooses the passes (read once, by TF_InitGraph and
