@@ -631,6 +631,12 @@ def child_env(plugin, extra=None):
     env.update(plugin.env)
     if _OMIT_KERNELS:  # explicit, from pytest's command line only
         env["SIMDEV_TEST_OMIT_KERNELS"] = _OMIT_KERNELS
+        # A run without kernels attributes each failure to the op TF names
+        # as missing. With the graph passes on, a tf.function's Sub or
+        # Conv2D + BiasAdd would be rewritten into a fused op first and the
+        # failure would name that instead: the passes stay off here (a
+        # test that wants them sets SIMDEV_GRAPH_PASSES itself).
+        env["SIMDEV_GRAPH_PASSES"] = "none"
     env.update(extra or {})
     return env
 
