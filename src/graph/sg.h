@@ -77,18 +77,24 @@ int sg_parse(const void* buf, size_t len, sg_graph** out, sg_err* err);
 int sg_serialize(const sg_graph* g, uint8_t** out, size_t* len, sg_err* err);
 void sg_free(sg_graph* g);
 
-int sg_num_nodes(const sg_graph* g);   /* removed ones included */
+int sg_num_nodes(const sg_graph* g); /* removed ones included */
 sg_node* sg_node_at(sg_graph* g, int i);
 sg_node* sg_find(const sg_graph* g, const char* name); /* NULL: none/removed */
-/* A node name not used in g, built from base (base itself if free). */
+/* A node name not used in g, built from base (base itself if free, else
+ * base_1, base_2, ...), in g's arena; NULL when out of memory. */
 const char* sg_unique_name(sg_graph* g, const char* base);
 
 /* ---- mutation (every mutator marks the node modified) ------------------- */
-/* A new node with no inputs or attrs; NULL on ENOMEM (err set). */
+/* All strings passed in are copied into g's arena (they may point into g).
+ * A new node with no inputs or attrs, written after the input's last node;
+ * NULL with err set on ENOMEM, or SG_EINTERNAL if a live node has that name
+ * (a removed node's name may be reused: a fused node takes the name of the
+ * pattern's last node, removed first). */
 sg_node* sg_add_node(sg_graph* g, const char* name, const char* op,
                      const char* device, sg_err* err);
 void sg_remove(sg_graph* g, sg_node* n);
 int sg_set_op(sg_graph* g, sg_node* n, const char* op, sg_err* err);
+int sg_set_device(sg_graph* g, sg_node* n, const char* device, sg_err* err);
 int sg_set_inputs(sg_graph* g, sg_node* n, const char* const* inputs,
                   int ninputs, sg_err* err);
 int sg_add_input(sg_graph* g, sg_node* n, const char* input, sg_err* err);
@@ -98,7 +104,8 @@ typedef struct sg_ref {
   sg_node* node; /* NULL if the name is not in the graph */
   int port;      /* output index; -1 for a control input */
 } sg_ref;
-/* Resolves n->inputs[i]. */
+/* Resolves n->inputs[i] to a live node (NULL if none has that name, or i
+ * is out of range). */
 sg_ref sg_input(const sg_graph* g, const sg_node* n, int i);
 /* The input string for output `port` of `node` ("x", "x:2"; "^x" for -1),
  * in g's arena. */
@@ -110,7 +117,8 @@ typedef struct sg_use {
   int input; /* index into node->inputs */
 } sg_use;
 /* Uses of output `port` of n (port -1: control uses; SG_ANY_PORT: every data
- * use), skipping removed nodes. Returns the count, writes at most max. */
+ * use), skipping removed nodes. Returns the count (which may exceed max),
+ * writes at most max; -1 when out of memory. */
 #define SG_ANY_PORT (-2)
 int sg_uses(sg_graph* g, const sg_node* n, int port, sg_use* out, int max);
 
@@ -123,14 +131,16 @@ bool sg_attr_float(const sg_node* n, const char* name, float* v);
 bool sg_attr_bool(const sg_node* n, const char* name, bool* v);
 /* A string attribute, NUL-terminated into buf; false if missing or longer. */
 bool sg_attr_string(const sg_node* n, const char* name, char* buf, size_t len);
-/* list(int): up to max values into out, the count into *count. */
+/* list(int): the count of values into *count, the first min(count, max)
+ * into out: a caller must check *count <= max before using them all. */
 bool sg_attr_ints(const sg_node* n, const char* name, int64_t* out, int max,
                   int* count);
 /* list(string): count of values (and the i-th into buf when buf != NULL). */
 bool sg_attr_strings(const sg_node* n, const char* name, int i, char* buf,
                      size_t len, int* count);
 
-/* Setters replace an existing attribute of that name or add one. */
+/* Setters replace an existing attribute of that name or add one (after the
+ * others). 0, or -1 with err set (SG_ENOMEM). */
 int sg_set_attr_type(sg_graph* g, sg_node* n, const char* name, int dtype,
                      sg_err* err);
 int sg_set_attr_int(sg_graph* g, sg_node* n, const char* name, int64_t v,
@@ -139,8 +149,8 @@ int sg_set_attr_float(sg_graph* g, sg_node* n, const char* name, float v,
                       sg_err* err);
 int sg_set_attr_bool(sg_graph* g, sg_node* n, const char* name, bool v,
                      sg_err* err);
-int sg_set_attr_string(sg_graph* g, sg_node* n, const char* name,
-                       const char* v, sg_err* err);
+int sg_set_attr_string(sg_graph* g, sg_node* n, const char* name, const char* v,
+                       sg_err* err);
 int sg_set_attr_ints(sg_graph* g, sg_node* n, const char* name,
                      const int64_t* v, int count, sg_err* err);
 int sg_set_attr_strings(sg_graph* g, sg_node* n, const char* name,
@@ -151,7 +161,9 @@ int sg_copy_attr(sg_graph* g, sg_node* dst, const sg_node* src,
 int sg_remove_attr(sg_graph* g, sg_node* n, const char* name, sg_err* err);
 
 /* The value of a Const node of dtype int32 or int64 (tensor_content or
- * int_val/int64_val), up to max values; false if n is not such a Const. */
+ * int_val/int64_val), flattened: *count is the element count, the first
+ * min(count, max) go to out (check *count <= max). false if n is not such
+ * a Const or its tensor is malformed or has more than INT32_MAX elements. */
 bool sg_const_ints(const sg_node* n, int64_t* out, int max, int* count);
 
 /* ---- what a pass may touch ---------------------------------------------- */

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pbwire.h"
+#include "pbwire/pbwire.h"
 
 /* A string inside a serialized message (not NUL-terminated). */
 typedef struct kd_str {

@@ -318,6 +318,8 @@ def test_by_hand_build_in_the_docs_compiles_as_written(tmp_path):
     # stands in for it, and `python` is this venv's.
     shutil.copytree(ROOT / "tests/conformance", tmp_path / "tests/conformance",
                     ignore=shutil.ignore_patterns("plugins", "__pycache__", "*.py"))
+    # The wire-format reader the kernel checks use lives in src/pbwire.
+    shutil.copytree(ROOT / "src/pbwire", tmp_path / "src/pbwire")
     env = dict(os.environ, PATH="%s:%s" % (Path(sys.executable).parent,
                                             os.environ["PATH"]))
     script = "set -eu\n" + by_hand_block()

@@ -1,6 +1,7 @@
-"""The plugin's ELF interface: only the two entry points TF looks up with
-dlsym are exported, and jemalloc is linked in privately (no libjemalloc
-dependency, none of its symbols visible to TF or to other plugins).
+"""The plugin's ELF interface: only the three entry points TF looks up with
+dlsym are exported (SE_InitPlugin, TF_InitKernel, TF_InitGraph), and
+jemalloc is linked in privately (no libjemalloc dependency, none of its
+symbols visible to TF or to other plugins).
 
 These tests do not import TensorFlow.
 """
@@ -12,7 +13,7 @@ import sys
 
 import pytest
 
-ENTRY_POINTS = {"SE_InitPlugin", "TF_InitKernel"}
+ENTRY_POINTS = {"SE_InitPlugin", "TF_InitKernel", "TF_InitGraph"}
 # Symbols the linker itself may define in a shared object.
 LINKER_SYMBOLS = {"_init", "_fini", "_edata", "_end", "__bss_start",
                   "__bss_start__", "__bss_end__", "_bss_end__", "__end__"}

@@ -1,7 +1,8 @@
 /*
- * test_pbwire.c - the conformance harness's protobuf wire-format reader
- * (tests/conformance/pbwire.c) on hand-made buffers: every field kind,
- * skipped groups, packed values, and every way a buffer can be malformed.
+ * test_pbwire.c - the protobuf wire-format reader and writer (src/pbwire)
+ * on hand-made buffers: every field kind, skipped groups, packed values,
+ * every way a buffer can be malformed; the writer against hand-encoded
+ * bytes and read back by the reader.
  *
  * Each buffer is copied to a heap block of exactly its size (bytes()), so
  * that a read one byte past the end is an error under valgrind and ASan,
@@ -18,7 +19,7 @@
 /* cmocka.h relies on the headers above. */
 #include <cmocka.h>
 
-#include "pbwire.h"
+#include "pbwire/pbwire.h"
 
 /* The heap copies of one test; freed by its teardown. */
 #define MAX_COPIES 64
@@ -356,6 +357,105 @@ static void packed_malformed(void** state) {
   assert_int_equal(pbw_packed_next(&f, &it, &v), PBW_ERROR);
 }
 
+/* ------------------------------------------------------------- writer */
+
+/* Takes b's bytes and compares them with the expected encoding. */
+static void expect_bytes(pbw_buf* b, const uint8_t* want, size_t n) {
+  uint8_t* got = NULL;
+  size_t len = 0;
+  assert_int_equal(pbw_buf_take(b, &got, &len), 0);
+  assert_non_null(got);
+  assert_int_equal(len, n);
+  if (n > 0) assert_memory_equal(got, want, n);
+  free(got);
+}
+#define EXPECT(b, ...) \
+  expect_bytes(b, (const uint8_t[]){__VA_ARGS__}, LEN(__VA_ARGS__))
+
+static void writer_scalars(void** state) {
+  (void)state;
+  assert_int_equal(pbw_varint_size(0), 1);
+  assert_int_equal(pbw_varint_size(127), 1);
+  assert_int_equal(pbw_varint_size(128), 2);
+  assert_int_equal(pbw_varint_size(UINT64_MAX), 10);
+  pbw_buf b = PBW_BUF_INIT;
+  pbw_put_uint(&b, 1, 150);
+  EXPECT(&b, 0x08, 0x96, 0x01);
+  pbw_put_int(&b, 2, -1); /* ten bytes, as protobuf writes negative ints */
+  EXPECT(&b, 0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01);
+  pbw_put_fixed32(&b, 3, 0x3f800000u); /* 1.0f */
+  pbw_put_fixed64(&b, 4, 0x0102030405060708ull);
+  EXPECT(&b, 0x1d, 0x00, 0x00, 0x80, 0x3f, 0x21, 0x08, 0x07, 0x06, 0x05, 0x04,
+         0x03, 0x02, 0x01);
+  pbw_put_string(&b, 5, "ab");
+  pbw_put_bytes(&b, 6, NULL, 0);
+  pbw_put_tag(&b, 1000, PBW_VARINT);
+  EXPECT(&b, 0x2a, 0x02, 'a', 'b', 0x32, 0x00, 0xc0, 0x3e);
+  /* An empty buffer still hands out a pointer. */
+  EXPECT(&b);
+}
+
+static void writer_packed_and_nested(void** state) {
+  (void)state;
+  pbw_buf b = PBW_BUF_INIT;
+  int64_t v[] = {1, 300, -1};
+  pbw_put_packed(&b, 4, v, 3);
+  pbw_put_packed(&b, 5, v, 0); /* nothing */
+  EXPECT(&b, 0x22, 0x0d, 0x01, 0xac, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+         0xff, 0xff, 0xff, 0x01);
+  /* message { 1: "x", 2: { 1: 7 } } built in place. */
+  size_t outer = pbw_open(&b);
+  pbw_put_string(&b, 1, "x");
+  size_t inner = pbw_open(&b);
+  pbw_put_uint(&b, 1, 7);
+  pbw_close(&b, 2, inner);
+  pbw_close(&b, 3, outer);
+  EXPECT(&b, 0x1a, 0x07, 0x0a, 0x01, 'x', 0x12, 0x02, 0x08, 0x07);
+  /* A payload of 200 bytes: the length takes two bytes, the payload moves. */
+  size_t m = pbw_open(&b);
+  uint8_t big[200];
+  for (int i = 0; i < 200; i++) big[i] = (uint8_t)i;
+  pbw_put_raw(&b, big, sizeof(big));
+  pbw_close(&b, 1, m);
+  uint8_t* got;
+  size_t len;
+  assert_int_equal(pbw_buf_take(&b, &got, &len), 0);
+  assert_int_equal(len, 203);
+  pbw_reader r;
+  pbw_field f;
+  pbw_init(&r, got, len);
+  assert_int_equal(pbw_next(&r, &f), PBW_FIELD);
+  assert_int_equal(f.number, 1);
+  assert_int_equal(f.len, 200);
+  assert_memory_equal(f.data, big, 200);
+  assert_int_equal(pbw_next(&r, &f), PBW_END);
+  free(got);
+}
+
+/* What the writer writes, the reader reads back, field for field. */
+static void writer_read_back(void** state) {
+  (void)state;
+  pbw_buf b = PBW_BUF_INIT;
+  for (uint32_t i = 1; i <= 64; i++) {
+    pbw_put_uint(&b, i, (uint64_t)1 << (i - 1));
+  }
+  uint8_t* got;
+  size_t len;
+  assert_int_equal(pbw_buf_take(&b, &got, &len), 0);
+  pbw_reader r;
+  pbw_field f;
+  pbw_init(&r, got, len);
+  for (uint32_t i = 1; i <= 64; i++) {
+    assert_int_equal(pbw_next(&r, &f), PBW_FIELD);
+    assert_int_equal(f.number, i);
+    assert_int_equal(f.wire, PBW_VARINT);
+    assert_true(f.u == (uint64_t)1 << (i - 1));
+  }
+  assert_int_equal(pbw_next(&r, &f), PBW_END);
+  free(got);
+  pbw_buf_free(&b); /* on a taken buffer: harmless */
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && argv[1] != NULL && argv[1][0] != '\0') {
     cmocka_set_test_filter(argv[1]);
@@ -373,6 +473,9 @@ int main(int argc, char** argv) {
       cmocka_unit_test_teardown(every_truncation, teardown),
       cmocka_unit_test_teardown(packed_values, teardown),
       cmocka_unit_test_teardown(packed_malformed, teardown),
+      cmocka_unit_test(writer_scalars),
+      cmocka_unit_test(writer_packed_and_nested),
+      cmocka_unit_test(writer_read_back),
   };
   return cmocka_run_group_tests_name("pbwire", tests, NULL, NULL);
 }

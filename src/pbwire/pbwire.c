@@ -6,7 +6,7 @@
  * forgets to check one result still cannot read past the end.
  */
 #define _GNU_SOURCE 1 /* the value CMake defines: no redefinition warning */
-#include "pbwire.h"
+#include "pbwire/pbwire.h"
 
 #include <string.h>
 

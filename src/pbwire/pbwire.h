@@ -1,8 +1,12 @@
 /*
- * pbwire.h - a reader of the protocol buffers wire format, for the kernel
- * checks: TF's C API hands out its kernel and op registries as serialized
- * KernelList and OpList messages, and the harness decodes them without
- * linking protobuf.
+ * pbwire.h - a reader and a writer of the protocol buffers wire format
+ * (prefix pbw_), without protobuf. Two users: the conformance harness
+ * (TF's C API hands out its kernel and op registries as serialized
+ * KernelList and OpList messages) and the graph optimizer (src/graph: TF
+ * hands it a serialized GraphDef and takes one back). No TensorFlow, no
+ * other simdev module.
+ *
+ * READER (pbwire.c)
  *
  * The reader walks one message's fields in order. It never reads outside the
  * buffer it was given: a truncated varint, a length running past the end, a
@@ -20,10 +24,20 @@
  * field holding the values back to back; parsers accept a repeated scalar
  * both packed and unpacked, and so does pbw_packed_next.
  *
- * Thread contract: none; a reader belongs to its caller.
+ * WRITER (pbwire_write.c)
+ *
+ * A pbw_buf is a growable malloc'd byte buffer. Writers append a field
+ * (tag + payload) or raw bytes; a nested message is written in place
+ * between pbw_open and pbw_close, which inserts its tag and length in front
+ * of it. The first allocation failure makes the buffer "failed": later
+ * writes do nothing, and pbw_buf_take reports it once at the end, so a
+ * serializer checks one result instead of every call. Varints are written
+ * in their shortest form (as protobuf does).
+ *
+ * Thread contract: none; a reader or a buffer belongs to its caller.
  */
-#ifndef SIMDEV_TESTS_CONFORMANCE_PBWIRE_H_
-#define SIMDEV_TESTS_CONFORMANCE_PBWIRE_H_
+#ifndef SIMDEV_PBWIRE_PBWIRE_H_
+#define SIMDEV_PBWIRE_PBWIRE_H_
 
 #include <stddef.h>
 #include <stdint.h>
@@ -85,4 +99,43 @@ int pbw_packed_next(const pbw_field* f, const uint8_t** it, uint64_t* out);
  * (negative int32 values are sign-extended to 10-byte varints). */
 int32_t pbw_int32(uint64_t v);
 
-#endif /* SIMDEV_TESTS_CONFORMANCE_PBWIRE_H_ */
+/* ---- writer ------------------------------------------------------------ */
+typedef struct pbw_buf {
+  uint8_t* data; /* malloc'd; NULL until the first write */
+  size_t len;
+  size_t cap;
+  int failed; /* an allocation failed: the contents are incomplete */
+} pbw_buf;
+
+#define PBW_BUF_INIT \
+  { NULL, 0, 0, 0 }
+
+/* Bytes a varint of value v takes (1..10). */
+size_t pbw_varint_size(uint64_t v);
+
+void pbw_put_raw(pbw_buf* b, const void* data, size_t len);
+void pbw_put_varint(pbw_buf* b, uint64_t v);
+void pbw_put_tag(pbw_buf* b, uint32_t number, int wire);
+/* Whole fields: tag + payload. */
+void pbw_put_uint(pbw_buf* b, uint32_t number, uint64_t v); /* varint */
+void pbw_put_int(pbw_buf* b, uint32_t number, int64_t v);   /* int32/64 */
+void pbw_put_fixed32(pbw_buf* b, uint32_t number, uint32_t bits);
+void pbw_put_fixed64(pbw_buf* b, uint32_t number, uint64_t bits);
+void pbw_put_bytes(pbw_buf* b, uint32_t number, const void* data, size_t len);
+void pbw_put_string(pbw_buf* b, uint32_t number, const char* s);
+/* A packed repeated varint field (int32/int64/enum/bool): one
+ * length-delimited field; nothing is written for n == 0 (as protobuf). */
+void pbw_put_packed(pbw_buf* b, uint32_t number, const int64_t* v, size_t n);
+
+/* A nested message: mark = pbw_open(b); write its fields; then
+ * pbw_close(b, number, mark) turns what was written since mark into one
+ * length-delimited field `number`. Marks nest. */
+size_t pbw_open(const pbw_buf* b);
+void pbw_close(pbw_buf* b, uint32_t number, size_t mark);
+
+/* Hands the bytes over (*out malloc'd, free() it; non-NULL even when
+ * empty) and resets b: 0, or -1 if any write failed (b is freed). */
+int pbw_buf_take(pbw_buf* b, uint8_t** out, size_t* len);
+void pbw_buf_free(pbw_buf* b);
+
+#endif /* SIMDEV_PBWIRE_PBWIRE_H_ */
