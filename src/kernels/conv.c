@@ -27,9 +27,16 @@
  * supported forward only, as on CPU. NHWC only: NCHW is Unimplemented for
  * Conv2D and InvalidArgument for the backprops, the codes TF's CPU uses.
  *
+ * _FusedConv2D (TF's own op, which the graph optimizer's remapper writes for
+ * Conv2D + BiasAdd [+ activation]) is Conv2D with fused.h's epilogue passed
+ * to every sk_gemm_ep of the chunk loop: bias and activation are applied to
+ * each block of output rows right after its GEMM, not in another sweep.
+ * Its attribute checks and messages are TF CPU's fused kernel's (NHWC
+ * only, no groups); fused.c says which fusions it implements.
+ *
  * Files: conv.h (shared types and functions), this file (attributes,
- * geometry, im2col, Conv2D and its registration), conv_backprop.c (the
- * backprops and theirs).
+ * geometry, im2col, Conv2D, _FusedConv2D and their registration),
+ * conv_backprop.c (the backprops and theirs).
  *
  * Thread contract: create functions run at kernel construction, compute
  * functions on TF's thread (they validate everything and read the host-memory
@@ -116,12 +123,13 @@ static void fwd_run(sk_launch* l, void* args) {
   const skc_geom* g = &a->g;
   if (a->zero_only) {
     memset(a->y, 0, (size_t)(g->n * g->oh * g->ow * g->o) * a->es);
+    skf_apply(a->ep, a->y, g->n * g->oh * g->ow, g->o, g->o, 1);
     return;
   }
   int64_t og = g->o / g->groups, k = g->kh * g->kw * g->kc;
   if (a->direct) {
-    sk_gemm(a->dt, false, false, g->n * g->oh * g->ow, g->o, k, a->x, k, a->f,
-             g->o, 0., a->y, g->o);
+    sk_gemm_ep(a->dt, false, false, g->n * g->oh * g->ow, g->o, k, a->x, k,
+               a->f, g->o, 0., a->y, g->o, a->ep);
     return;
   }
   int64_t rows = g->n * g->oh;
@@ -130,9 +138,10 @@ static void fwd_run(sk_launch* l, void* args) {
     char* y = (char*)a->y + (size_t)(r0 * g->ow * g->o) * a->es;
     for (int64_t grp = 0; grp < g->groups; grp++) {
       skc_im2col(a, r0, nr, grp);
-      sk_gemm(a->dt, false, false, nr * g->ow, og, k, a->col, k,
-               (const char*)a->f + (size_t)(grp * og) * a->es, g->o, 0.,
-               y + (size_t)(grp * og) * a->es, g->o);
+      /* a->ep only with one group (_FusedConv2D refuses more) */
+      sk_gemm_ep(a->dt, false, false, nr * g->ow, og, k, a->col, k,
+                 (const char*)a->f + (size_t)(grp * og) * a->es, g->o, 0.,
+                 y + (size_t)(grp * og) * a->es, g->o, a->ep);
     }
   }
 }
@@ -266,6 +275,12 @@ static void fwd_compute(sk_launch* l, void* state) {
             (long long)g.o, (long long)g.groups);
     return;
   }
+  if (at->fused && g.groups != 1) {
+    sk_fail(l, TF_UNIMPLEMENTED,
+            "Fused conv implementation does not support grouped convolutions "
+            "for now.");
+    return;
+  }
   if (!skc_spatial(l, at, &g)) return;
   sk_shape ys = {4, {g.n, g.oh, g.ow, g.o}, g.n * g.oh * g.ow * g.o};
   if (at->nchw) {
@@ -274,6 +289,9 @@ static void fwd_compute(sk_launch* l, void* state) {
     ys.d[3] = g.ow;
   }
   TF_Tensor* y = sk_output(l, 0, &ys);
+  skf_epi epi;
+  if (at->fused && !skf_bias(l, 2, g.o, &ys, &at->fx, TF_TensorType(x), &epi))
+    return;
   if (!sk_ok(l) || ys.n == 0) return;
   if (at->nchw) {
     sk_fail(l, TF_UNIMPLEMENTED,
@@ -292,7 +310,11 @@ static void fwd_compute(sk_launch* l, void* state) {
   a->x = sk_mdata(x);
   a->f = sk_mdata(f);
   a->y = sk_mdata(y);
-  sk_work(l, fwd_run, "Conv2D");
+  if (at->fused) {
+    a->epi = epi;
+    a->ep = &a->epi;
+  }
+  sk_work(l, fwd_run, at->fused ? "_FusedConv2D" : "Conv2D");
 }
 
 /* ---- attributes and registration (construction) ------------------------ */
@@ -374,11 +396,67 @@ bool skc_padding_attrs(TF_OpKernelConstruction* c, skc_attrs* at) {
   return true;
 }
 
-void* skc_create(TF_OpKernelConstruction* c, enum skc_op op, sk_compute_fn fn) {
+/* _FusedConv2D's own attributes: the fusion (fused.c), its extra inputs
+ * (TArgs = [T], no host_args: those carry the int8 scales of cuDNN's
+ * fusions), the filter layout. NHWC only, as TF CPU's fused kernel. */
+static bool fused_attrs(TF_OpKernelConstruction* c, skc_attrs* at) {
+  if (!skf_attrs_read(c, "Conv2D", &at->fx)) return false;
+  TF_Status* st = TF_NewStatus();
+  TF_DataType t = 0, targs[2] = {0, 0};
+  int64_t nhost = 0;
+  int32_t nargs = 0, total = 0;
+  char ff[16] = "";
+  TF_OpKernelConstruction_GetAttrType(c, "T", &t, st);
+  if (TF_GetCode(st) == TF_OK)
+    TF_OpKernelConstruction_GetAttrSize(c, "TArgs", &nargs, &total, st);
+  if (TF_GetCode(st) == TF_OK && nargs >= 1)
+    TF_OpKernelConstruction_GetAttrTypeList(c, "TArgs", targs, 1, st);
+  if (TF_GetCode(st) == TF_OK)
+    TF_OpKernelConstruction_GetAttrInt64(c, "num_host_args", &nhost, st);
+  bool ok = TF_GetCode(st) == TF_OK;
+  if (!ok) TF_OpKernelConstruction_Failure(c, st);
+  TF_DeleteStatus(st);
+  ok = ok && sk_attr_string(c, "filter_format", ff, sizeof(ff));
+  if (!ok) return false;
+  if (nargs != 1 || targs[0] != t) {
+    sk_construction_fail(c, TF_INVALID_ARGUMENT,
+                         "Fused Conv2D with BiasAdd must have one extra "
+                         "argument: bias of type %s (SIMDEV got %d extra "
+                         "arguments, the first of type %s)",
+                         sk_dtype_name(t), (int)nargs, sk_dtype_name(targs[0]));
+    return false;
+  }
+  if (nhost != 0) {
+    sk_construction_fail(c, TF_UNIMPLEMENTED,
+                         "simdev: _FusedConv2D with host_args is not "
+                         "implemented on SIMDEV (num_host_args = %lld)",
+                         (long long)nhost);
+    return false;
+  }
+  if (strcmp(ff, "HWIO") != 0) {
+    sk_construction_fail(c, TF_UNIMPLEMENTED,
+                         "simdev: _FusedConv2D supports filter_format HWIO "
+                         "only on SIMDEV, got %s",
+                         ff);
+    return false;
+  }
+  if (at->nchw) {
+    sk_construction_fail(c, TF_UNIMPLEMENTED,
+                         "Fused conv implementation only supports NHWC tensor "
+                         "format for now.");
+    return false;
+  }
+  return true;
+}
+
+/* A kernel for `op` (Conv2D's fused form when `fused`). */
+static void* create_kernel(TF_OpKernelConstruction* c, enum skc_op op,
+                           sk_compute_fn fn, bool fused) {
   skc_attrs* at = sk_state_new(c, sizeof(*at));
   char fmt[16];
   if (at == NULL) return NULL;
   at->op = op;
+  at->fused = fused;
   bool ok = sk_attr_string(c, "data_format", fmt, sizeof(fmt));
   at->nchw = ok && strcmp(fmt, "NCHW") == 0;
   if (ok && at->nchw && op != SKC_FWD) {
@@ -392,7 +470,7 @@ void* skc_create(TF_OpKernelConstruction* c, enum skc_op op, sk_compute_fn fn) {
        window_attr(c, at, "dilations", "Dilated rates", &at->dh, &at->dw) &&
        window_attr(c, at, "strides", "Row and column strides", &at->sh,
                    &at->sw) &&
-       skc_padding_attrs(c, at);
+       skc_padding_attrs(c, at) && (!fused || fused_attrs(c, at));
   if (!ok) {
     free(at);
     return NULL;
@@ -400,13 +478,21 @@ void* skc_create(TF_OpKernelConstruction* c, enum skc_op op, sk_compute_fn fn) {
   return sk_kernel_new(c, fn, at, free);
 }
 
+void* skc_create(TF_OpKernelConstruction* c, enum skc_op op, sk_compute_fn fn) {
+  return create_kernel(c, op, fn, false);
+}
+
 static void* fwd_create(TF_OpKernelConstruction* c) {
   return skc_create(c, SKC_FWD, fwd_compute);
+}
+static void* fused_create(TF_OpKernelConstruction* c) {
+  return create_kernel(c, SKC_FWD, fwd_compute, true);
 }
 static const TF_DataType kFloatTypes[] = {TF_FLOAT, TF_DOUBLE, 0};
 
 static const sk_op kOps[] = {
     {"Conv2D", fwd_create, "T", kFloatTypes, NULL},
+    {"_FusedConv2D", fused_create, "T", kFloatTypes, NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

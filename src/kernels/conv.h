@@ -13,6 +13,7 @@
 #ifndef SIMDEV_KERNELS_CONV_H_
 #define SIMDEV_KERNELS_CONV_H_
 
+#include "kernels/fused.h"
 #include "kernels/sk.h"
 
 enum skc_op { SKC_FWD, SKC_BP_INPUT, SKC_BP_FILTER };
@@ -25,6 +26,8 @@ typedef struct skc_attrs {
   enum skc_pad pad;
   int64_t pads[4]; /* EXPLICIT: top, bottom, left, right */
   bool nchw;
+  bool fused; /* _FusedConv2D: input 2 is the bias, fx the epilogue */
+  skf_attrs fx;
 } skc_attrs;
 
 /* Geometry of one launch; every size in elements. */
@@ -51,6 +54,8 @@ typedef struct skc_args {
   int64_t chunk_rows; /* output rows (n, oh) per chunk */
   bool direct;        /* col would be x itself: no im2col, one gemm */
   bool zero_only;     /* nothing to multiply: the output is zeros */
+  const skf_epi* ep;  /* _FusedConv2D's epilogue (points at epi), or NULL */
+  skf_epi epi;
 } skc_args;
 
 /* ---- conv.c ---- */

@@ -13,73 +13,44 @@
  * and -0 (it is max(x, 0) with x on ties), ReluGrad is
  * gradients * (features > 0) so a NaN gradient stays NaN, int64 Neg wraps.
  * Transcendentals use libm (TF uses Eigen's approximations; both are within a
- * few ulp).
+ * few ulp). The float arithmetic itself is in cwise_scalar.h.
  */
 #include "kernels/cwise.h"
 
-#include <math.h>
-
 /* ---- unary ops --------------------------------------------------------- */
 
-/* Selu's constants (Klambauer et al.), as TF's functor uses them. */
-#define SELU_SCALE 1.0507009873554804934193349852946
-#define SELU_SCALE_ALPHA (1.7580993408473768599402175208123)
-
-/* tanhf from glibc goes through a slow expm1f (25x slower than TF's CPU
- * kernel); double exp is fast and, for |x| >= 1e-4, (e - 1) / (e + 1) in
- * double keeps a relative error near 1e-12, so the float result is
- * correctly rounded in practice. Below 1e-4, tanh(x) rounds to x; above
- * 10, to +-1. NaN goes through exp and stays NaN. */
-static inline float tanhf_via_exp(float x) {
-  double d = x, ad = fabs(d);
-  if (ad < 1e-4) return x;
-  if (ad > 10) return copysignf(1.f, x);
-  double e = exp(2 * ad);
-  return (float)copysign((e - 1) / (e + 1), d);
-}
-
-#define UNARY_OP(op, EXPR)           \
-  SK_CW_UNARY(op##_f32, float, EXPR) \
-  SK_CW_UNARY(op##_f64, double, EXPR)
+/* Float ops: the scalar functions of cwise_scalar.h (shared with the fused
+ * elementwise evaluator, ewprog.c, so fused == unfused bit for bit). */
+#define UNARY_OP(op)                                 \
+  SK_CW_UNARY(op##_f32, float, sk_cws_##op##_f32(a)) \
+  SK_CW_UNARY(op##_f64, double, sk_cws_##op##_f64(a))
 
 // clang-format off
-UNARY_OP(neg, -a)
-UNARY_OP(square, a * a)
-UNARY_OP(sqrt, SK_CW_M(sqrt, a))
-UNARY_OP(rsqrt, 1 / SK_CW_M(sqrt, a))
-UNARY_OP(exp, SK_CW_M(exp, a))
-UNARY_OP(log, SK_CW_M(log, a))
-SK_CW_UNARY(tanh_f32, float, tanhf_via_exp(a))
-SK_CW_UNARY(tanh_f64, double, tanh(a))
-UNARY_OP(sigmoid, 1 / (1 + SK_CW_M(exp, -a)))
-UNARY_OP(relu, a < 0 ? 0 : a)
-UNARY_OP(abs, SK_CW_M(fabs, a))
-UNARY_OP(reciprocal, 1 / a)
+UNARY_OP(neg)
+UNARY_OP(square)
+UNARY_OP(sqrt)
+UNARY_OP(rsqrt)
+UNARY_OP(exp)
+UNARY_OP(log)
+UNARY_OP(tanh)
+UNARY_OP(sigmoid)
+UNARY_OP(relu)
+UNARY_OP(abs)
+UNARY_OP(reciprocal)
 SK_CW_UNARY(neg_i64, int64_t, (int64_t)(0 - (uint64_t)a))
-/* The activations of relu_op_functor.h's family. Elu and Selu use expm1,
- * which is exact near 0 where TF's exp(x) - 1 cancels (within one ulp of
- * exp(x) of each other everywhere). */
-UNARY_OP(relu6, a < 0 ? 0 : a > 6 ? 6 : a)
-UNARY_OP(elu, a < 0 ? SK_CW_M(expm1, a) : a)
-UNARY_OP(selu, a < 0 ? SELU_SCALE_ALPHA * SK_CW_M(expm1, a) : SELU_SCALE * a)
-/* TF's thresholds: above -t softplus(x) rounds to x, below t to exp(x),
- * t = log(epsilon) + 2 (float32: -13.94, float64: -34.04). */
-SK_CW_UNARY(softplus_f32, float, a > 13.942385f ? a
-                                 : a < -13.942385f ? expf(a) : log1pf(expf(a)))
-SK_CW_UNARY(softplus_f64, double, a > 34.043653389117154 ? a
-                                  : a < -34.043653389117154 ? exp(a)
-                                  : log1p(exp(a)))
-UNARY_OP(softsign, a / (SK_CW_M(fabs, a) + 1))
-UNARY_OP(erf, SK_CW_M(erf, a))
-/* NaN stays NaN (as Eigen's sign); zeros give +0. */
-UNARY_OP(sign, isnan(a) ? a : (a > 0) - (a < 0))
+UNARY_OP(relu6)
+UNARY_OP(elu)
+UNARY_OP(selu)
+UNARY_OP(softplus)
+UNARY_OP(softsign)
+UNARY_OP(erf)
+UNARY_OP(sign)
 SK_CW_UNARY(sign_i64, int64_t, (a > 0) - (a < 0))
-UNARY_OP(floor, SK_CW_M(floor, a))
-UNARY_OP(ceil, SK_CW_M(ceil, a))
-/* Half to even: rint in the default rounding mode (TF never changes it). */
-UNARY_OP(round, SK_CW_M(rint, a))
-UNARY_OP(log1p, SK_CW_M(log1p, a))
-UNARY_OP(expm1, SK_CW_M(expm1, a))
+UNARY_OP(floor)
+UNARY_OP(ceil)
+UNARY_OP(round)
+UNARY_OP(log1p)
+UNARY_OP(expm1)
 // clang-format on
 
 static const sk_cw_op kNeg = {"Neg", {neg_f32, neg_f64, neg_i64}};
@@ -126,28 +97,22 @@ static void unary_compute(sk_launch* l, void* state) {
 
 /* ---- gradient ops: z = f(input 0, input 1), no broadcasting ------------ */
 
-/* Operand order follows each op's OpDef: ReluGrad, Relu6Grad, SoftplusGrad
- * and SoftsignGrad take (gradients a, features b); EluGrad and SeluGrad
- * (gradients a, outputs b); TanhGrad, SigmoidGrad, SqrtGrad and RsqrtGrad
- * (y a, dy b). */
-#define GRAD_OP(op, EXPR)             \
-  SK_CW_BINARY(op##_f32, float, EXPR) \
-  SK_CW_BINARY(op##_f64, double, EXPR)
+/* Operand order follows each op's OpDef (cwise_scalar.h lists it). */
+#define GRAD_OP(op)                                      \
+  SK_CW_BINARY(op##_f32, float, sk_cws_##op##_f32(a, b)) \
+  SK_CW_BINARY(op##_f64, double, sk_cws_##op##_f64(a, b))
 
 // clang-format off
-GRAD_OP(relugrad, a * (b > 0 ? 1 : 0))
-GRAD_OP(tanhgrad, b * (1 - a * a))
-GRAD_OP(sigmoidgrad, b * a * (1 - a))
-GRAD_OP(sqrtgrad, 0.5f * b / a)
-GRAD_OP(rsqrtgrad, -0.5f * (b * a) * (a * a))
-/* (gradients a, features b) */
-GRAD_OP(relu6grad, a * (b > 0 && b < 6 ? 1 : 0))
-GRAD_OP(softplusgrad, a / (SK_CW_M(exp, -b) + 1))
-GRAD_OP(softsigngrad, a / ((SK_CW_M(fabs, b) + 1) * (SK_CW_M(fabs, b) + 1)))
-/* (gradients a, outputs b): Elu and Selu differentiate through their
- * output, as TF's kernels do. */
-GRAD_OP(elugrad, b < 0 ? a * (b + 1) : a)
-GRAD_OP(selugrad, b < 0 ? a * (b + SELU_SCALE_ALPHA) : a * SELU_SCALE)
+GRAD_OP(relugrad)
+GRAD_OP(tanhgrad)
+GRAD_OP(sigmoidgrad)
+GRAD_OP(sqrtgrad)
+GRAD_OP(rsqrtgrad)
+GRAD_OP(relu6grad)
+GRAD_OP(softplusgrad)
+GRAD_OP(softsigngrad)
+GRAD_OP(elugrad)
+GRAD_OP(selugrad)
 // clang-format on
 
 /* ReluGrad and the other activation gradients check shapes (TF's

@@ -18,6 +18,8 @@
  *                   FloorMod (int64: the worker-side zero-divisor check)
  *   cwise_select.c  Select, SelectV2 (three operands: their own broadcast
  *                   walk, moving raw elements)
+ *   cwise_scalar.h  the float ops' scalar functions (sk_cws_*), shared with
+ *                   the fused elementwise evaluator (ewprog.c)
  *
  * The driver. Every elementwise op is an inner loop `sk_cw_loop` applied to
  * an output of n elements whose two operands are walked with per-dimension
@@ -78,11 +80,6 @@ typedef struct sk_cw_op {
     return sk_kernel_new(c, compute, (void*)(desc), NULL); \
   }
 
-/* libm by operand type: SK_CW_M(exp, a) is expf(a) for a float a. */
-// clang-format off
-#define SK_CW_M(fn, a) _Generic((a), float: fn##f, default: fn)(a)
-// clang-format on
-
 /* Defines an sk_cw_loop `name` reading operands of type T and writing
  * elements of type Z (bool for comparisons), computing EXPR from `a` (x's
  * element) and `b` (y's element). The scalar operand is read once before
@@ -137,6 +134,10 @@ typedef struct sk_cw_op {
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
 #endif
+
+/* The ops' scalar arithmetic, after the pragma: GCC inlines a function into
+ * a loop only when both were compiled with the same optimize options. */
+#include "kernels/cwise_scalar.h"
 
 /* The loop of `loops` for dtype dt; fails the launch if there is none.
  * half and bfloat16 get the float32 loop: the driver converts operands to

@@ -265,24 +265,21 @@ sk_cw_loop sk_cw_pick(sk_launch* l, const sk_cw_loops* loops, TF_DataType dt,
 /* int64 arithmetic through uint64: wraps instead of being undefined. */
 // clang-format off
 #define WRAP(op) ((int64_t)((uint64_t)a op (uint64_t)b))
-/* NaN from either side, else std::max / std::min (x on ties). */
-#define FMAX (isnan(a) ? a : isnan(b) ? b : a < b ? b : a)
-#define FMIN (isnan(a) ? a : isnan(b) ? b : b < a ? b : a)
+/* Float ops: the scalar functions of cwise_scalar.h (shared with the fused
+ * elementwise evaluator, ewprog.c). */
+#define FLOAT_OP(op)                                      \
+  SK_CW_BINARY(op##_f32, float, sk_cws_##op##_f32(a, b)) \
+  SK_CW_BINARY(op##_f64, double, sk_cws_##op##_f64(a, b))
 
-#define FLOAT_OP(op, EXPR)               \
-  SK_CW_BINARY(op##_f32, float, EXPR)    \
-  SK_CW_BINARY(op##_f64, double, EXPR)
-
-FLOAT_OP(add, a + b)
-FLOAT_OP(sub, a - b)
-FLOAT_OP(mul, a * b)
-FLOAT_OP(div, a / b)
-FLOAT_OP(divnonan, b == 0 ? 0 : a / b)
-FLOAT_OP(max, FMAX)
-FLOAT_OP(min, FMIN)
-FLOAT_OP(sqdiff, (a - b) * (a - b))
-SK_CW_BINARY(pow_f32, float, powf(a, b))
-SK_CW_BINARY(pow_f64, double, pow(a, b))
+FLOAT_OP(add)
+FLOAT_OP(sub)
+FLOAT_OP(mul)
+FLOAT_OP(div)
+FLOAT_OP(divnonan)
+FLOAT_OP(max)
+FLOAT_OP(min)
+FLOAT_OP(sqdiff)
+FLOAT_OP(pow)
 SK_CW_BINARY(add_i64, int64_t, WRAP(+))
 SK_CW_BINARY(sub_i64, int64_t, WRAP(-))
 SK_CW_BINARY(mul_i64, int64_t, WRAP(*))

@@ -31,24 +31,26 @@ typedef struct leaky_args {
   void* z;
 } leaky_args;
 
-#define LEAKY_LOOP(T)                                                     \
-  do {                                                                    \
-    const T* x = a->x;                                                    \
-    const T* g = a->g;                                                    \
-    T* z = a->z;                                                          \
-    const T al = (T)a->alpha;                                             \
-    if (a->grad)                                                          \
-      for (int64_t i = b; i < e; i++) z[i] = x[i] > 0 ? g[i] : g[i] * al; \
-    else                                                                  \
-      for (int64_t i = b; i < e; i++) z[i] = x[i] > 0 ? x[i] : x[i] * al; \
+/* The forward op through cwise_scalar.h's sk_cws_leakyrelu, which the fused
+ * ops' epilogue (fused_epi.c) also uses: the same bits fused or not. */
+#define LEAKY_LOOP(T, SUF)                                                     \
+  do {                                                                         \
+    const T* x = a->x;                                                         \
+    const T* g = a->g;                                                         \
+    T* z = a->z;                                                               \
+    const T al = (T)a->alpha;                                                  \
+    if (a->grad)                                                               \
+      for (int64_t i = b; i < e; i++) z[i] = x[i] > 0 ? g[i] : g[i] * al;      \
+    else                                                                       \
+      for (int64_t i = b; i < e; i++) z[i] = sk_cws_leakyrelu_##SUF(x[i], al); \
   } while (0)
 
 static void leaky_range(void* arg, int64_t b, int64_t e) {
   const leaky_args* a = arg;
   if (a->dt == TF_FLOAT)
-    LEAKY_LOOP(float);
+    LEAKY_LOOP(float, f32);
   else
-    LEAKY_LOOP(double);
+    LEAKY_LOOP(double, f64);
 }
 
 static void leaky_run(sk_launch* l, void* args) {

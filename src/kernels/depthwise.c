@@ -21,6 +21,13 @@
  * refuse NCHW and dilations (forward: Unimplemented; its backprops ignore
  * dilations): SIMDEV computes both, as TF's GPU kernels do.
  *
+ * _FusedDepthwiseConv2dNative (TF's op for the forward op + BiasAdd [+
+ * activation], written by the graph optimizer's remapper) is the forward
+ * loop with fused.h's epilogue applied to each output pixel's channels as
+ * soon as the pixel's sums are done. TF CPU has no real kernel for it
+ * (without oneDNN its CPU registration is a no-op; oneDNN rewrites only some
+ * fusions): the tests hold SIMDEV to NumPy and to the unfused chain.
+ *
  * Validation follows TF's CPU kernels (codes and messages).
  *
  * Thread contract: create functions run at kernel construction; compute
@@ -41,6 +48,8 @@ static const char* const kCpuNames[] = {"DepthwiseConv2dNative",
 
 typedef struct dw_state {
   enum dw_op op;
+  bool fused; /* _FusedDepthwiseConv2dNative: input 2 is the bias */
+  skf_attrs fx;
   int64_t stride_attr[4]; /* as given, checked at compute time as TF does */
   skc_attrs at;           /* strides, dilations, padding, layout */
 } dw_state;
@@ -57,6 +66,8 @@ typedef struct dw_args {
   void* out;            /* y, dx or df */
   double* acc;          /* filter grad: float64 sums, laid out as df */
   int64_t cb;           /* filter grad: channels per task */
+  const skf_epi* ep;    /* forward, fused: the epilogue (at epi), or NULL */
+  skf_epi epi;
 } dw_args;
 
 /* ---- arithmetic (worker) ------------------------------------------------ */
@@ -104,6 +115,7 @@ static inline int64_t out_pos(int64_t i, int64_t k, int64_t s, int64_t d,
             }                                                                \
           }                                                                  \
         }                                                                    \
+        skf_apply(a->ep, yp, 1, g->o, 0, a->ys[3]);                          \
       }                                                                      \
     }                                                                        \
   }                                                                          \
@@ -309,13 +321,21 @@ static void fwd_compute(sk_launch* l, void* state) {
   if (!geometry(l, st, xd, &fs, &g)) return;
   sk_shape ys = shape4(nchw, g.n, g.oh, g.ow, g.o);
   TF_Tensor* y = sk_output(l, 0, &ys);
+  skf_epi epi;
+  if (st->fused && !skf_bias(l, 2, g.o, &ys, &st->fx, TF_TensorType(x), &epi))
+    return;
   if (!sk_ok(l) || ys.n == 0) return;
   dw_args* a = new_args(l, &g, fs.d[3], TF_TensorType(x), nchw, &xs, &ys);
   if (a == NULL) return;
   a->x = sk_data(x);
   a->f = sk_data(f);
   a->out = sk_mdata(y);
-  sk_work(l, fwd_run, "DepthwiseConv2dNative");
+  if (st->fused) {
+    a->epi = epi;
+    a->ep = &a->epi;
+  }
+  sk_work(l, fwd_run,
+          st->fused ? "_FusedDepthwiseConv2dNative" : "DepthwiseConv2dNative");
 }
 
 /* Reads the 4 sizes of host-memory int32 input i (input_sizes or
@@ -457,11 +477,26 @@ static bool window4(TF_OpKernelConstruction* c, const char* name,
   return true;
 }
 
+/* The fused op's padding: SAME or VALID (its OpDef has no EXPLICIT and no
+ * explicit_paddings attribute). */
+static bool fused_padding(TF_OpKernelConstruction* c, skc_attrs* at) {
+  char pad[16];
+  if (!sk_attr_string(c, "padding", pad, sizeof(pad))) return false;
+  at->pad = strcmp(pad, "SAME") == 0 ? SKC_PAD_SAME : SKC_PAD_VALID;
+  if (strcmp(pad, "SAME") == 0 || strcmp(pad, "VALID") == 0) return true;
+  sk_construction_fail(c, TF_INVALID_ARGUMENT,
+                       "_FusedDepthwiseConv2dNative: padding must be SAME or "
+                       "VALID, got %s",
+                       pad);
+  return false;
+}
+
 static void* dw_create(TF_OpKernelConstruction* c, enum dw_op op,
-                       sk_compute_fn fn) {
+                       sk_compute_fn fn, bool fused) {
   dw_state* st = sk_state_new(c, sizeof(*st));
   if (st == NULL) return NULL;
   st->op = op;
+  st->fused = fused;
   skc_attrs* at = &st->at;
   char fmt[16];
   int64_t s[4], d[4];
@@ -483,7 +518,11 @@ static void* dw_create(TF_OpKernelConstruction* c, enum dw_op op,
     }
     at->sh = s[hi];
     at->sw = s[wi];
-    ok = ok && skc_padding_attrs(c, at) && window4(c, "dilations", d);
+    ok = ok &&
+         (fused ? fused_padding(c, at) &&
+                      skf_attrs_read(c, "DepthwiseConv2D", &st->fx)
+                : skc_padding_attrs(c, at)) &&
+         window4(c, "dilations", d);
     if (ok && (d[0] != 1 || d[ci] != 1 || d[hi] <= 0 || d[wi] <= 0)) {
       sk_construction_fail(c, TF_INVALID_ARGUMENT,
                            "%s: dilations must be 1 in the batch and depth "
@@ -504,13 +543,16 @@ static void* dw_create(TF_OpKernelConstruction* c, enum dw_op op,
 }
 
 static void* fwd_create(TF_OpKernelConstruction* c) {
-  return dw_create(c, DW_FWD, fwd_compute);
+  return dw_create(c, DW_FWD, fwd_compute, false);
+}
+static void* fused_create(TF_OpKernelConstruction* c) {
+  return dw_create(c, DW_FWD, fwd_compute, true);
 }
 static void* bpi_create(TF_OpKernelConstruction* c) {
-  return dw_create(c, DW_BP_INPUT, bpi_compute);
+  return dw_create(c, DW_BP_INPUT, bpi_compute, false);
 }
 static void* bpf_create(TF_OpKernelConstruction* c) {
-  return dw_create(c, DW_BP_FILTER, bpf_compute);
+  return dw_create(c, DW_BP_FILTER, bpf_compute, false);
 }
 
 static const TF_DataType kFloatTypes[] = {TF_FLOAT, TF_DOUBLE, 0};
@@ -519,6 +561,7 @@ static const char* const kFilterSizesHost[] = {"filter_sizes", NULL};
 
 static const sk_op kOps[] = {
     {"DepthwiseConv2dNative", fwd_create, "T", kFloatTypes, NULL},
+    {"_FusedDepthwiseConv2dNative", fused_create, "T", kFloatTypes, NULL},
     {"DepthwiseConv2dNativeBackpropInput", bpi_create, "T", kFloatTypes,
      kInputSizesHost},
     {"DepthwiseConv2dNativeBackpropFilter", bpf_create, "T", kFloatTypes,

@@ -14,11 +14,18 @@
  * the shape and the machine's CPU count, never on timing, so results are
  * identical run to run and with SIMDEV_SYNC.
  *
+ * The fused ops' epilogue (fused.h: bias + activation) rides along:
+ * sk_gemm_ep applies it to each block of rows right after that block's
+ * OpenBLAS call, on the same thread, while the block is still in cache. The
+ * blocks are the same with or without an epilogue, so a fused product has
+ * the unfused product's bits before its epilogue.
+ *
  * Thread contract: sk_gemm runs on a stream worker (or a pool thread, where
  * a nested sim_parallel_for runs inline).
  */
 #include <cblas.h>
 
+#include "kernels/fused.h"
 #include "kernels/sk.h"
 
 /* Fewest rows of C per OpenBLAS call when a product is split. */
@@ -41,6 +48,7 @@ typedef struct gemm_job {
   char* c;
   int64_t ldc;
   int64_t block_rows;
+  const skf_epi* ep; /* NULL: none */
 } gemm_job;
 
 static void gemm_call(const gemm_job* g, int64_t r0, int64_t rows) {
@@ -58,6 +66,7 @@ static void gemm_call(const gemm_job* g, int64_t r0, int64_t rows) {
     cblas_dgemm(CblasRowMajor, ota, otb, (blasint)rows, (blasint)g->n,
                 (blasint)g->k, 1., (const double*)a, (blasint)g->lda, g->b,
                 (blasint)g->ldb, g->beta, (double*)c, (blasint)g->ldc);
+  skf_apply(g->ep, c, rows, g->n, g->ldc, 1);
 }
 
 static void gemm_blocks(void* arg, int64_t b0, int64_t b1) {
@@ -69,11 +78,12 @@ static void gemm_blocks(void* arg, int64_t b0, int64_t b1) {
   }
 }
 
-void sk_gemm(TF_DataType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-             const void* a, int64_t lda, const void* b, int64_t ldb,
-             double beta, void* c, int64_t ldc) {
+void sk_gemm_ep(TF_DataType dt, bool ta, bool tb, int64_t m, int64_t n,
+                int64_t k, const void* a, int64_t lda, const void* b,
+                int64_t ldb, double beta, void* c, int64_t ldc,
+                const struct skf_epi* ep) {
   if (m <= 0 || n <= 0) return;
-  gemm_job g = {dt, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, m};
+  gemm_job g = {dt, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, m, ep};
   int64_t width = sim_parallel_width();
   if (width < 2 || m < 2 * GEMM_MIN_ROWS || m * n * k < GEMM_PARALLEL_MNK) {
     gemm_call(&g, 0, m);
@@ -83,4 +93,10 @@ void sk_gemm(TF_DataType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
   rows = (rows + 15) / 16 * 16; /* whole register blocks of OpenBLAS */
   g.block_rows = rows < GEMM_MIN_ROWS ? GEMM_MIN_ROWS : rows;
   sim_parallel_for((m + g.block_rows - 1) / g.block_rows, 1, gemm_blocks, &g);
+}
+
+void sk_gemm(TF_DataType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+             const void* a, int64_t lda, const void* b, int64_t ldb,
+             double beta, void* c, int64_t ldc) {
+  sk_gemm_ep(dt, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, NULL);
 }

@@ -51,6 +51,7 @@ void TF_InitKernel(void) {
       {"batchnorm", sk_register_batchnorm},
       {"einsum", sk_register_einsum},
       {"resize", sk_register_resize},
+      {"ewprog", sk_register_ewprog},
   };
   for (size_t i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
     msg[0] = '\0';

@@ -17,6 +17,12 @@
  * A product with K == 0 is all zeros: gemm with k == 0 need not write C, so
  * the run function clears it itself. Empty outputs never reach the stream.
  *
+ * _FusedMatMul (TF's op for MatMul + BiasAdd [+ activation], written by the
+ * graph optimizer's remapper) is MatMul with fused.h's epilogue handed to
+ * sk_gemm_ep, which applies it to each block of rows right after the
+ * block's product. Its OpDef allows float32 (and 16-bit floats, which
+ * SIMDEV does not fuse), not float64.
+ *
  * Thread contract: compute functions run on TF's thread and validate
  * everything; mm_run and its helpers run on the worker and read only mm_args.
  */
@@ -25,6 +31,7 @@
 #include <string.h>
 
 #include "kernels/f16.h"
+#include "kernels/fused.h"
 #include "kernels/sk.h"
 
 /* Per-product multiply-adds below which sk_gemm keeps a product on one
@@ -33,6 +40,8 @@
 
 typedef struct mm_attrs {
   bool ta, tb; /* transpose_a/b (MatMul) or adj_x/y (BatchMatMulV2) */
+  bool fused;  /* _FusedMatMul: input 2 is the bias, fx the epilogue */
+  skf_attrs fx;
 } mm_attrs;
 
 typedef struct mm_args {
@@ -55,13 +64,16 @@ typedef struct mm_args {
   const void *a16, *b16;
   void* c16;
   int64_t na, nbe, nc;
+  const skf_epi* ep; /* _FusedMatMul (points at epi; never with t16) */
+  skf_epi epi;
 } mm_args;
 
 /* ---- the arithmetic (worker) ------------------------------------------- */
 
 static void gemm(TF_DataType dt, bool ta, bool tb, int64_t m, int64_t n,
-                 int64_t k, const void* a, const void* b, void* c) {
-  sk_gemm(dt, ta, tb, m, n, k, a, ta ? m : k, b, tb ? k : n, 0., c, n);
+                 int64_t k, const void* a, const void* b, void* c,
+                 const skf_epi* ep) {
+  sk_gemm_ep(dt, ta, tb, m, n, k, a, ta ? m : k, b, tb ? k : n, 0., c, n, ep);
 }
 
 /* Matrix indices of A and B for output matrix i of the batch. */
@@ -85,7 +97,8 @@ static void mm_range(void* arg, int64_t lo, int64_t hi) {
     batch_index(a, i, &ia, &ib);
     gemm(a->dt, a->ta, a->tb, a->m, a->n, a->k,
          (const char*)a->a + (size_t)ia * asz,
-         (const char*)a->b + (size_t)ib * bsz, (char*)a->c + (size_t)i * csz);
+         (const char*)a->b + (size_t)ib * bsz, (char*)a->c + (size_t)i * csz,
+         a->ep);
   }
 }
 
@@ -137,10 +150,12 @@ static void mm_products(mm_args* a) {
   size_t es = a->dt == TF_FLOAT ? 4 : 8;
   if (a->k == 0) {
     memset(a->c, 0, (size_t)(a->nb * a->m * a->n) * es);
+    skf_apply(a->ep, a->c, a->nb * a->m, a->n, a->n, 1);
     return;
   }
   if (a->nb > 1 && !a->ta && b_shared(a)) {
-    gemm(a->dt, false, a->tb, a->nb * a->m, a->n, a->k, a->a, a->b, a->c);
+    gemm(a->dt, false, a->tb, a->nb * a->m, a->n, a->k, a->a, a->b, a->c,
+         a->ep);
     return;
   }
   int64_t mnk = a->m * a->n * a->k;
@@ -219,10 +234,14 @@ static void mm_launch(sk_launch* l, const mm_attrs* at, TF_Tensor* x,
   out.n = tmp.nb * tmp.m * tmp.n;
   if (!blas_dims_ok(l, tmp.nb * tmp.m, tmp.n, tmp.k)) return;
   TF_Tensor* c = sk_output(l, 0, &out);
+  if (at->fused &&
+      !skf_bias(l, 2, tmp.n, &out, &at->fx, TF_TensorType(x), &tmp.epi))
+    return;
   if (!sk_ok(l) || out.n == 0) return;
   mm_args* a = sk_args(l, sizeof(*a));
   if (a == NULL) return;
   *a = tmp;
+  a->ep = at->fused ? &a->epi : NULL;
   a->dt = TF_TensorType(x);
   a->a = sk_data(x);
   a->b = sk_data(y);
@@ -273,7 +292,8 @@ static void matmul_compute(sk_launch* l, void* state) {
             xs.nd);
     return;
   }
-  mm_launch(l, state, x, y, &xs, &ys, "MatMul");
+  mm_launch(l, state, x, y, &xs, &ys,
+            ((const mm_attrs*)state)->fused ? "_FusedMatMul" : "MatMul");
 }
 
 static void batch_matmul_compute(sk_launch* l, void* state) {
@@ -294,10 +314,12 @@ static void batch_matmul_compute(sk_launch* l, void* state) {
 /* ---- kernels and registration ------------------------------------------- */
 
 static void* create(TF_OpKernelConstruction* c, sk_compute_fn fn,
-                    const char* attr_a, const char* attr_b) {
+                    const char* attr_a, const char* attr_b, bool fused) {
   mm_attrs* at = sk_state_new(c, sizeof(*at));
   if (at == NULL) return NULL;
-  if (!sk_attr_bool(c, attr_a, &at->ta) || !sk_attr_bool(c, attr_b, &at->tb)) {
+  at->fused = fused;
+  if (!sk_attr_bool(c, attr_a, &at->ta) || !sk_attr_bool(c, attr_b, &at->tb) ||
+      (fused && !skf_attrs_read(c, "MatMul", &at->fx))) {
     free(at);
     return NULL;
   }
@@ -305,19 +327,27 @@ static void* create(TF_OpKernelConstruction* c, sk_compute_fn fn,
 }
 
 static void* matmul_create(TF_OpKernelConstruction* c) {
-  return create(c, matmul_compute, "transpose_a", "transpose_b");
+  return create(c, matmul_compute, "transpose_a", "transpose_b", false);
+}
+
+static void* fused_matmul_create(TF_OpKernelConstruction* c) {
+  return create(c, matmul_compute, "transpose_a", "transpose_b", true);
 }
 
 static void* batch_matmul_create(TF_OpKernelConstruction* c) {
-  return create(c, batch_matmul_compute, "adj_x", "adj_y");
+  return create(c, batch_matmul_compute, "adj_x", "adj_y", false);
 }
 
 static const TF_DataType kFloatTypes[] = {TF_FLOAT, TF_DOUBLE, TF_HALF,
                                           TF_BFLOAT16, 0};
 
+/* _FusedMatMul's OpDef: bfloat16, half, float; SIMDEV fuses float. */
+static const TF_DataType kFusedTypes[] = {TF_FLOAT, 0};
+
 static const sk_op kOps[] = {
     {"MatMul", matmul_create, "T", kFloatTypes, NULL},
     {"BatchMatMulV2", batch_matmul_create, "T", kFloatTypes, NULL},
+    {"_FusedMatMul", fused_matmul_create, "T", kFusedTypes, NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -169,6 +169,8 @@ bool sk_register_depthwise(char* msg, size_t len);     /* depthwise.c */
 bool sk_register_batchnorm(char* msg, size_t len);     /* batchnorm.c */
 bool sk_register_einsum(char* msg, size_t len);        /* einsum.c */
 bool sk_register_resize(char* msg, size_t len);        /* resize.c */
+/* ewprog_op.c; also defines the op _SimdevFusedElementwise. */
+bool sk_register_ewprog(char* msg, size_t len);
 
 /* ---- launches (TF thread) ---------------------------------------------- */
 /* Whether the launch is still good; every sk_ call below is a no-op on a
@@ -248,6 +250,14 @@ bool sk_launch_init(void);
 void sk_gemm(TF_DataType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
              const void* a, int64_t lda, const void* b, int64_t ldb,
              double beta, void* c, int64_t ldc);
+/* sk_gemm, then the fused ops' epilogue `ep` (fused.h; NULL: none) on each
+ * block of rows right after that block's product, on the same thread. The
+ * blocks do not depend on ep: with ep, C has sk_gemm's bits before ep. */
+struct skf_epi;
+void sk_gemm_ep(TF_DataType dt, bool ta, bool tb, int64_t m, int64_t n,
+                int64_t k, const void* a, int64_t lda, const void* b,
+                int64_t ldb, double beta, void* c, int64_t ldc,
+                const struct skf_epi* ep);
 /* Makes OpenBLAS single-threaded (simdev parallelises itself). */
 void sk_blas_init(void);
 

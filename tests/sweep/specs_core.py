@@ -59,6 +59,11 @@ class Spec:
     # or no deterministic answer, the property checked instead (run(dev)
     # returns the outputs as NumPy arrays).
     prop: object = None
+    # cpu_op(op_fn, kwargs) -> outputs: what runs on TF CPU in place of the
+    # op, for cases where TF CPU's kernel is missing a variant or is no real
+    # kernel (e.g. _FusedDepthwiseConv2dNative's no-op CPU registration):
+    # the same result through other ops, or op_fn(**kwargs) itself.
+    cpu_op: object = None
 
 
 def rng_for(*key):

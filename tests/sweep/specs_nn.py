@@ -187,3 +187,103 @@ def _random():
 OPS = [_bn("FusedBatchNorm"), _bn("FusedBatchNormV2"), _bn("FusedBatchNormV3"),
        _bn_grad("FusedBatchNormGrad"), _bn_grad("FusedBatchNormGradV2"),
        _bn_grad("FusedBatchNormGradV3"), _einsum()] + _resize() + _random()
+
+
+# ---- TF's fused ops (src/kernels/fused.h): run through execop.py ----------
+# (underscore ops are not in tf.raw_ops). Sums of at most 27 products as
+# Conv2D's, then bias and activation: 64 ulps as Conv2D's specs.
+def _act_cpu(y, kw):
+    """y through fused_ops[1:] on the current device, as the unfused ops."""
+    import tensorflow as tf
+    y = tf.raw_ops.BiasAdd(value=y, bias=kw["args"][0],
+                           data_format=kw.get("data_format", "NHWC"))
+    for act in kw["fused_ops"][1:]:
+        if act == "LeakyRelu":
+            y = tf.raw_ops.LeakyRelu(features=y, alpha=kw.get("leakyrelu_alpha", 0.2))
+        elif act in ("Tanh", "Sigmoid"):
+            y = getattr(tf.raw_ops, act)(x=y)
+        else:
+            y = getattr(tf.raw_ops, act)(features=y)
+    return y
+
+
+def _conv_cpu(fn, kw):
+    """TF CPU's _FusedConv2D lacks Tanh and Sigmoid: Conv2D, BiasAdd, act."""
+    import tensorflow as tf
+    if kw["fused_ops"][1:] not in (["Tanh"], ["Sigmoid"]):
+        return fn(**kw)
+    y = tf.raw_ops.Conv2D(input=kw["input"], filter=kw["filter"], strides=kw["strides"],
+                          padding=kw["padding"],
+                          explicit_paddings=kw.get("explicit_paddings", []),
+                          dilations=kw.get("dilations", [1, 1, 1, 1]))
+    return _act_cpu(y, kw)
+
+
+def _dw_cpu(fn, kw):
+    """TF CPU's _FusedDepthwiseConv2dNative is a no-op kernel without oneDNN:
+    DepthwiseConv2dNative, BiasAdd, act (NHWC, no dilations: TF CPU's)."""
+    import tensorflow as tf
+    y = tf.raw_ops.DepthwiseConv2dNative(input=kw["input"], filter=kw["filter"],
+                                         strides=kw["strides"], padding=kw["padding"])
+    return _act_cpu(y, kw)
+
+
+def _fused():
+    x, f = vals((2, 5, 5, 3)), vals((3, 3, 3, 4), key=1)
+    b = [vals((4,), key=2)]
+    s1 = [1, 1, 1, 1]
+
+    def conv(quick):
+        c = [_c("BiasAdd SAME", input=x, filter=f, args=b, strides=s1, padding="SAME",
+                fused_ops=["BiasAdd"], num_args=1),
+             _c("Relu VALID stride 2", input=x, filter=f, args=b, strides=[1, 2, 2, 1],
+                padding="VALID", fused_ops=["BiasAdd", "Relu"], num_args=1),
+             _c("Elu EXPLICIT", input=x, filter=f, args=b, strides=s1, padding="EXPLICIT",
+                explicit_paddings=[0, 0, 1, 0, 2, 1, 0, 0], fused_ops=["BiasAdd", "Elu"],
+                num_args=1),
+             _c("LeakyRelu dilation 2", input=x, filter=f, args=b, strides=s1,
+                padding="SAME", dilations=[1, 2, 2, 1], leakyrelu_alpha=0.3,
+                fused_ops=["BiasAdd", "LeakyRelu"], num_args=1)]
+        c += [_c(f"{a} SAME", input=x, filter=f, args=b, strides=s1, padding="SAME",
+                 fused_ops=["BiasAdd", a], num_args=1) for a in ("Relu6", "Tanh", "Sigmoid")]
+        return c[:2] if quick else c
+
+    # bad inputs TF CPU rejects with and without oneDNN (which accepts a
+    # [1, C] bias and grouped convolutions, and crashes on a rank-3 input)
+    conv_bad = _bad(
+        _c("filter larger than input", input=x, filter=vals((7, 7, 3, 4)), args=b,
+           strides=s1, padding="VALID", fused_ops=["BiasAdd"], num_args=1),
+        _c("input depth", input=vals((2, 5, 5, 4)), filter=f, args=b, strides=s1,
+           padding="SAME", fused_ops=["BiasAdd", "Relu"], num_args=1))
+
+    a, w, mb = vals((5, 3)), vals((3, 4), key=1), [vals((4,), key=2)]
+
+    def mm(quick):
+        c = [_c(f"{act or 'BiasAdd'}", a=a, b=w, args=mb,
+                fused_ops=["BiasAdd"] + ([act] if act else []))
+             for act in ("", "Relu", "Relu6", "Elu", "LeakyRelu", "Tanh", "Sigmoid")]
+        c.append(_c("transposes", a=vals((3, 5)), b=vals((4, 3), key=1), args=mb,
+                    transpose_a=True, transpose_b=True, fused_ops=["BiasAdd", "Relu"]))
+        return c[:2] if quick else c
+
+    mm_bad = _bad(_c("inner dims", a=a, b=vals((4, 4)), args=mb, fused_ops=["BiasAdd"]),
+                  _c("rank 3", a=vals((2, 5, 3)), b=w, args=mb, fused_ops=["BiasAdd"]))
+
+    df, db = vals((3, 3, 3, 2), key=1), [vals((6,), key=2)]
+
+    def dw(quick):
+        c = [_c(f"{act or 'BiasAdd'}", input=x, filter=df, args=db, strides=s1,
+                padding="SAME", fused_ops=["BiasAdd"] + ([act] if act else []))
+             for act in ("", "Relu", "Relu6", "Elu", "LeakyRelu", "Tanh", "Sigmoid")]
+        c.append(_c("VALID stride 2", input=x, filter=df, args=db, strides=[1, 2, 2, 1],
+                    padding="VALID", fused_ops=["BiasAdd", "Relu"]))
+        return c[:2] if quick else c
+
+    dw_bad = _bad(_c("depth", input=x, filter=vals((3, 3, 2, 2)), args=[vals((4,))],
+                     strides=s1, padding="SAME", fused_ops=["BiasAdd"]))
+    return [Spec("_FusedConv2D", conv, conv_bad, ulps=64, cpu_op=_conv_cpu),
+            Spec("_FusedMatMul", mm, mm_bad, ulps=64, try_types=({"T": "float32"},)),
+            Spec("_FusedDepthwiseConv2dNative", dw, dw_bad, ulps=64, cpu_op=_dw_cpu)]
+
+
+OPS += _fused()

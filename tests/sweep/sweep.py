@@ -41,6 +41,7 @@ sys.path.insert(0, HERE)
 import numpy as np  # noqa: E402
 
 import docs  # noqa: E402
+import execop  # noqa: E402
 import registry  # noqa: E402
 from specs import SPECS  # noqa: E402
 
@@ -88,7 +89,8 @@ class Call:
     def __init__(self, op, opdef, combo, case):
         import tensorflow as tf
         self.op, self.case = op, case
-        self.fn = getattr(tf.raw_ops, op)
+        # underscore ops (and plugin-defined ones) are not in tf.raw_ops
+        self.fn = getattr(tf.raw_ops, op, None) or execop.op_fn(op, opdef)
         # tf.raw_ops takes the OpDef's inputs first, in order, under names
         # that are sometimes Python's own (Select's t, e are x, y).
         import inspect
@@ -116,6 +118,9 @@ class Call:
                     want = combo[arg.type_attr]
                 elif arg.type:
                     want = tf.as_dtype(arg.type).name
+                elif arg.type_list_attr and len(combo) == 1:
+                    # _FusedConv2D's args (TArgs): of the one type under test
+                    want = next(iter(combo.values()))
                 elif arg.type_attr:
                     want = self._unconstrained(v, arg.type_attr, attr_default)
                 conv = (lambda x: tf.constant(cast_to(x, want) if want else np.asarray(x)))
@@ -138,11 +143,12 @@ class Call:
                 return "float32"
         return None
 
-    def run(self, dev):
-        """[(numpy output, device)] of one run on `dev`."""
+    def run(self, dev, fn=None):
+        """[(numpy output, device)] of one run on `dev` (of fn instead of the
+        op when given: Spec.cpu_op)."""
         import tensorflow as tf
         with tf.device(dev):
-            out = self.fn(**self.kw)
+            out = (fn or self.fn)(**self.kw)
         flat = []
 
         def walk(x):
@@ -226,9 +232,9 @@ def applies(case, combo):
     return next(iter(combo.values()), None) in case.only
 
 
-def try_run(call, dev):
+def try_run(call, dev, fn=None):
     try:
-        return call.run(dev), None
+        return call.run(dev, fn), None
     except Exception as e:  # the class and text are what is compared
         return None, e
 
@@ -306,7 +312,7 @@ class Sweep:
             return
         if not self.quick:
             self.graph(what, spec, call, r1)
-        rc, ec = try_run(call, CPU)
+        rc, ec = try_run(call, CPU, spec.cpu_op and (lambda **kw: spec.cpu_op(call.fn, kw)))
         if ec is not None:
             if placement_error(str(ec)) and spec.prop is None:
                 self.fail(what, "TF CPU has no kernel for this case and the spec "
@@ -364,7 +370,8 @@ class Sweep:
             self.fail(what, f"spec could not build its inputs: {type(e).__name__}: {e}",
                       "spec")
             return None
-        _, ec = try_run(call, CPU)
+        spec = SPECS.get(op)
+        _, ec = try_run(call, CPU, spec and spec.cpu_op and (lambda **kw: spec.cpu_op(call.fn, kw)))
         if ec is None:
             self.fail(what, "TF CPU accepted the bad input (fix the spec)", "spec")
             return None

@@ -1,0 +1,77 @@
+/*
+ * fused.h - the epilogue of TF's fused ops on SIMDEV (prefix skf_):
+ * _FusedConv2D (conv.c), _FusedMatMul (matmul.c) and
+ * _FusedDepthwiseConv2dNative (depthwise.c) with fused_ops ["BiasAdd"] or
+ * ["BiasAdd", <act>], act one of Relu, Relu6, Elu, LeakyRelu, Tanh, Sigmoid.
+ *
+ * The epilogue y = act(y + bias[channel]) runs in the output pass of the
+ * arithmetic that wrote y, on the block it just wrote while that block is
+ * still in cache: sk_gemm_ep applies it to each row block right after the
+ * block's OpenBLAS call (gemm.c), the depthwise loops to each output row
+ * they finish. Never a second sweep over the whole output.
+ *
+ * Numerics: the add is the one of BiasAdd's kernel (a + b in the dtype) and
+ * each activation is the scalar function the unfused kernel uses
+ * (cwise_scalar.h; LeakyRelu with alpha converted to the dtype first, as
+ * cwise_leaky.c), so a fused op gives the unfused SIMDEV chain's bits
+ * whenever its product/convolution is computed by the same calls (it is:
+ * the fused kernels share the unfused kernels' run functions).
+ *
+ * Files: fused.c (construction: attributes; launch: the bias input) runs on
+ * TF's threads; fused_epi.c (skf_apply) on the stream worker and its pool
+ * threads, and calls nothing of the framework (gemm.c uses it).
+ */
+#ifndef SIMDEV_KERNELS_FUSED_H_
+#define SIMDEV_KERNELS_FUSED_H_
+
+#include "kernels/sk.h"
+
+enum skf_act {
+  SKF_NONE, /* fused_ops ["BiasAdd"] */
+  SKF_RELU,
+  SKF_RELU6,
+  SKF_ELU,
+  SKF_LEAKYRELU,
+  SKF_TANH,
+  SKF_SIGMOID,
+};
+
+/* What a fused node's attributes ask for (read once at construction). */
+typedef struct skf_attrs {
+  enum skf_act act;
+  float alpha; /* leakyrelu_alpha */
+} skf_attrs;
+
+/* One launch's epilogue: y[r, j] = act(y[r, j] + bias[j]). */
+typedef struct skf_epi {
+  TF_DataType dt; /* TF_FLOAT or TF_DOUBLE */
+  const void* bias;
+  enum skf_act act;
+  float alpha;
+} skf_epi;
+
+/* ---- fused.c (construction and compute functions, TF's thread) ---- */
+
+/* Reads and checks fused_ops, num_args and leakyrelu_alpha of a fused op
+ * whose TF CPU messages call it "Fused <what>" (Conv2D, MatMul,
+ * DepthwiseConv2D). Supported: ["BiasAdd"], ["BiasAdd", act] with num_args
+ * 1. Everything else fails construction with TF's code (InvalidArgument for
+ * a wrong argument count or no fused op, Unimplemented for a fusion SIMDEV
+ * does not implement, naming it). False after reporting to c. */
+bool skf_attrs_read(TF_OpKernelConstruction* c, const char* what,
+                    skf_attrs* out);
+
+/* Input `input` (the bias) checked against `channels` (the output's channel
+ * count; out is the output shape, for the message) and e filled for dtype
+ * dt. False after failing the launch. */
+bool skf_bias(sk_launch* l, int input, int64_t channels, const sk_shape* out,
+              const skf_attrs* at, TF_DataType dt, skf_epi* e);
+
+/* ---- fused_epi.c (worker) ---- */
+
+/* Applies e to `rows` rows of `n` elements at c: row r starts at element
+ * r * ldc, its element j sits at j * inc and takes bias[j]. */
+void skf_apply(const skf_epi* e, void* c, int64_t rows, int64_t n, int64_t ldc,
+               int64_t inc);
+
+#endif /* SIMDEV_KERNELS_FUSED_H_ */
