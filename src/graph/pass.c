@@ -22,6 +22,8 @@ typedef struct pass_def {
 
 /* Run order. One line per pass; the NULL line ends the table. */
 static const pass_def k_passes[] = {
+    {"fold_pad", sg_pass_fold_pad},
+    {"remap", sg_pass_remap},
     {NULL, NULL},
 };
 _Static_assert(sizeof(k_passes) / sizeof(k_passes[0]) - 1 <= SG_MAX_PASSES,

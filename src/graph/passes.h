@@ -29,6 +29,8 @@
 #include "graph/sg.h"
 
 /* ---- the passes: one line each ------------------------------------------ */
+int sg_pass_fold_pad(sg_graph* g, const sg_ctx* c, sg_err* err);
+int sg_pass_remap(sg_graph* g, const sg_ctx* c, sg_err* err);
 
 /* ---- the driver (pass.c) --------------------------------------------------
  */
