@@ -24,6 +24,7 @@ typedef struct pass_def {
 static const pass_def k_passes[] = {
     {"fold_pad", sg_pass_fold_pad},
     {"remap", sg_pass_remap},
+    {"elementwise", sg_pass_elementwise},
     {NULL, NULL},
 };
 _Static_assert(sizeof(k_passes) / sizeof(k_passes[0]) - 1 <= SG_MAX_PASSES,

@@ -31,6 +31,7 @@
 /* ---- the passes: one line each ------------------------------------------ */
 int sg_pass_fold_pad(sg_graph* g, const sg_ctx* c, sg_err* err);
 int sg_pass_remap(sg_graph* g, const sg_ctx* c, sg_err* err);
+int sg_pass_elementwise(sg_graph* g, const sg_ctx* c, sg_err* err);
 
 /* ---- the driver (pass.c) --------------------------------------------------
  */

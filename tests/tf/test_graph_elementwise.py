@@ -1,0 +1,485 @@
+"""The graph optimizer's `elementwise` pass (src/graph/fuse_elementwise.c)
+in real TF 2.21: trees of elementwise ops on SIMDEV become one
+`_SimdevFusedElementwise` node.
+
+One TF child runs every case. Each case builds a fresh tf.function twice,
+with the plugin's optimizers off and on (graphutil.plugin_optimizers: per
+function instantiation), on SIMDEV with soft placement off, and reads back
+the graph TF ran after Grappler (graphutil.collect). The tests then check:
+
+- the fused node: on SIMDEV, named as the tree's root (the node the
+  passes-off graph computes the result with), its program's ops are exactly
+  the table ops that left the graph, inputs deduplicated, T right; results
+  equal the passes-off run bit for bit and TF's CPU run within rounding;
+- control inputs of absorbed nodes move to the fused node (the assignment
+  they order still happens once per call);
+- boundaries: an intermediate with two consumers stays a node and feeds two
+  fused trees; a preserved intermediate (simdev_graph_opt --preserve) stays
+  a node and splits the tree; nodes placed on the CPU are untouched; half
+  and integer chains and gradient ops (TanhGrad) are left alone;
+- limits: a chain of 140 ops over 21 inputs and a right-deep expression are
+  cut into trees within the kernel's limits (ops, inputs, stack), no op lost;
+- idempotence: the optimized graphs fed to simdev_graph_opt come back
+  unchanged (0 rewrites, same bytes), the passes-off ones change once;
+- training: Keras 3 Adam and SGD with momentum on the MLP of
+  examples/training.py: losses with the pass on equal those with it off bit
+  for bit and TF CPU's within tolerance, and every float op of the Adam
+  update is fused (72 nodes fewer per step on TF 2.21).
+"""
+import os
+import re
+
+import pytest
+
+from graphutil import IMPORT
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+EWPROG_C = os.path.join(ROOT, "src", "kernels", "ewprog.c")
+LIMIT_OPS, LIMIT_INPUTS, LIMIT_STACK = 64, 16, 16  # ewprog.h
+
+
+def _table():
+    """{op name: arity} from ewprog.c's kTable."""
+    with open(EWPROG_C, encoding="utf-8") as f:
+        text = f.read()
+    body = text[text.index("kTable[] = {"):]
+    body = body[:body.index("};")]
+    return {m.group(2): 1 if m.group(1) == "U" else 2
+            for m in re.finditer(r'\b([UB])\("(\w+)",', body)}
+
+
+TABLE = _table()
+
+SCRIPT = IMPORT + f"TABLE = {sorted(TABLE)!r}\n" + r'''
+import sys, os
+sys.path.insert(0, os.path.join(os.path.dirname(graphutil.__file__), "..", "..", "examples"))
+import numpy as np
+tf.config.set_soft_device_placement(False)
+D, CPU = "/device:SIMDEV:0", "/device:CPU:0"
+FUSED = "_SimdevFusedElementwise"
+rng = np.random.default_rng(11)
+
+def summary(graphs):
+    fused = [{"name": n.name, "device": n.device, "inputs": list(n.input),
+              "program": graphutil.attr(n, "program"),
+              "N": graphutil.attr(n, "N"), "T": graphutil.attr(n, "T")}
+             for n in graphutil.nodes(graphs, op=FUSED)]
+    nodes = {n.name: [n.op, n.device, list(n.input)]
+             for n in graphutil.nodes(graphs)}
+    return {"fused": fused, "nodes": nodes,
+            "table_ops": sorted(n.op for n in graphutil.nodes(graphs)
+                                if n.op in TABLE)}
+
+def as_np(r):
+    return [t.numpy() for t in (r if isinstance(r, (tuple, list)) else (r,))]
+
+def both(body, arrays, dtype):
+    """body's tf.function with the plugin's passes off and on (fresh
+    functions), and on TF's CPU: graphs, bit equality, closeness."""
+    out = {}
+    for name, on, dev in (("off", False, D), ("on", True, D), ("cpu", True, CPU)):
+        graphutil.plugin_optimizers(on)
+        with tf.device(dev):
+            args = [tf.constant(a, dtype=dtype) for a in arrays]
+        f = tf.function(body)
+        with tf.device(dev):
+            out[name] = graphutil.collect(f, *args)
+    graphutil.plugin_optimizers(True)
+    off, on, cpu = (as_np(out[k].result) for k in ("off", "on", "cpu"))
+    res = out["on"].result
+    res = res if isinstance(res, (tuple, list)) else (res,)
+    return {"off": summary(out["off"].post), "on": summary(out["on"].post),
+            "equal": [raw_equal(a, b)["equal"] for a, b in zip(off, on)],
+            "close_cpu": [bool(np.allclose(a.astype(np.float64), b.astype(np.float64),
+                                           rtol=1e-5, atol=1e-6, equal_nan=True))
+                          for a, b in zip(on, cpu)],
+            "devices": [t.device for t in res],
+            "graph_on": out["on"].post[0].SerializeToString().hex(),
+            "graph_off": out["off"].post[0].SerializeToString().hex()}
+
+def arr(*shape, lo=-2.0, hi=2.0):
+    return rng.uniform(lo, hi, size=shape)
+
+def chain(x, y, z):
+    return tf.sqrt(tf.abs(x * y - z)) + tf.exp(-x)
+
+for dt in ("float32", "float64"):
+    @check("chain_" + dt)
+    def _():
+        return both(chain, [arr(4, 33), arr(4, 33), arr(33)], dt)
+
+@check("control")
+def _():
+    with tf.device(D):
+        v = tf.Variable(0.0)
+    def ctl(x, y):
+        inc = v.assign_add(1.0)
+        with tf.control_dependencies([inc]):
+            a = x * y
+        return tf.tanh(a) + y
+    r = both(ctl, [arr(8), arr(8)], "float32")
+    r["counter"] = float(v.numpy())
+    return r
+
+@check("two_consumers")
+def _():
+    def two(x, y):
+        a = x * y
+        return tf.exp(a) + y, tf.sqrt(tf.abs(a)) * x
+    return both(two, [arr(16), arr(16)], "float32")
+
+@check("on_cpu")
+def _():
+    def oncpu(x, y, z):
+        with tf.device(CPU):
+            b = tf.exp(x * y)
+        return tf.abs(b) + z
+    return both(oncpu, [arr(16), arr(16), arr(16)], "float32")
+
+@check("half")
+def _():
+    return both(chain, [arr(4, 8), arr(4, 8), arr(8)], "float16")
+
+@check("int")
+def _():
+    def ichain(x, y, z):
+        return tf.abs(x * y - z) + x
+    out = {}
+    for dt in ("int32", "int64"):
+        a = [rng.integers(-50, 50, size=(16,)) for _ in range(3)]
+        try:
+            out[dt] = both(ichain, a, dt)
+        except tf.errors.InvalidArgumentError as e:   # no SIMDEV kernel
+            out[dt] = {"placement_error": str(e).splitlines()[0][:300]}
+    return out
+
+@check("grad")
+def _():
+    def g(x, y):
+        return tf.raw_ops.TanhGrad(y=tf.tanh(x), dy=x * y)
+    return both(g, [arr(16), arr(16)], "float32")
+
+@check("long")
+def _():
+    def long(x, *ws):
+        for i in range(70):
+            x = tf.tanh(x * ws[i % 20])
+        return x
+    return both(long, [arr(64)] + [arr(64, lo=0.5, hi=1.5) for _ in range(20)],
+                "float32")
+
+@check("deep")
+def _():
+    def deep(*xs):
+        e = xs[-1]
+        for k in reversed(range(len(xs) - 1)):
+            e = xs[k] - tf.abs(e)
+        return e
+    return both(deep, [arr(32) for _ in range(20)], "float32")
+
+@check("preserve")
+def _():
+    # The passes-off graph of chain, through simdev_graph_opt with the
+    # intermediate Sub in the preserve list.
+    graphutil.plugin_optimizers(False)
+    with tf.device(D):
+        args = [tf.constant(a, tf.float32) for a in (arr(4), arr(4), arr(4))]
+        c = graphutil.collect(tf.function(chain), *args)
+    graphutil.plugin_optimizers(True)
+    g = c.post[0]
+    sub = [n.name for n in g.node if n.op == "Sub"]
+    from tensorflow.core.framework import graph_pb2
+    out, info = graphutil.optimize_bytes(g, preserve=sub)
+    g2 = graph_pb2.GraphDef.FromString(out)
+    plain, pinfo = graphutil.optimize_bytes(g)
+    return {"sub": sub, "info": info, "plain_info": pinfo,
+            "after": summary(g2)}
+
+@check("tool")
+def _():
+    from tensorflow.core.framework import graph_pb2
+    r = both(chain, [arr(4, 5), arr(4, 5), arr(5)], "float32")
+    on = bytes.fromhex(r["graph_on"]); off = bytes.fromhex(r["graph_off"])
+    out_on, info_on = graphutil.optimize_bytes(on)
+    out_off, info_off = graphutil.optimize_bytes(off)
+    again, info_again = graphutil.optimize_bytes(out_off)
+    return {"on": info_on, "on_same": out_on == on,
+            "off": info_off, "off_changed": out_off != off,
+            "again": info_again, "again_same": again == out_off}
+
+import training, keras
+
+def train(opt_name, dev, on, steps=4):
+    graphutil.plugin_optimizers(on)
+    with tf.device(dev):
+        model = training.build_model("mlp")
+        opt = (keras.optimizers.Adam(1e-3) if opt_name == "adam" else
+               keras.optimizers.SGD(0.05, momentum=0.9))
+        opt.build(model.trainable_variables)
+        loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        @tf.function
+        def step(x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+            grads = tape.gradient(loss, model.trainable_variables)
+            opt.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        xs, ys = training.synthetic_data("mlp", steps)
+        batches = [(tf.constant(x), tf.constant(y)) for x, y in zip(xs, ys)]
+        c = graphutil.collect(step, *batches[0])
+        losses = [float(c.result)] + [float(step(*b)) for b in batches[1:]]
+    graphutil.plugin_optimizers(True)
+    return c.post, losses
+
+for opt_name in ("adam", "sgdm"):
+    @check("mlp_" + opt_name)
+    def _():
+        off, l_off = train(opt_name, D, False)
+        on, l_on = train(opt_name, D, True)
+        _, l_cpu = train(opt_name, CPU, True)
+        from tensorflow.core.framework import types_pb2
+        left = [n.name + ":" + n.op for n in graphutil.nodes(on, device="SIMDEV")
+                if n.op in TABLE and n.name.startswith(("adam/", "sgd/"))
+                and n.attr["T"].type in (types_pb2.DT_FLOAT, types_pb2.DT_DOUBLE)]
+        out, info = graphutil.optimize_bytes(on[0])
+        return {"losses_off": [x.hex() for x in l_off],
+                "losses_on": [x.hex() for x in l_on],
+                "losses_cpu": l_cpu, "losses": l_on,
+                "nodes_off": sum(len(g.node) for g in off),
+                "nodes_on": sum(len(g.node) for g in on),
+                "fused_on_simdev": len(graphutil.nodes(on, op=FUSED, device="SIMDEV")),
+                "fused": len(graphutil.nodes(on, op=FUSED)),
+                "unfused_update_ops": left,
+                "tool_again": info, "tool_same": out == on[0].SerializeToString()}
+'''
+
+
+@pytest.fixture(scope="module")
+def ew(run_tf):
+    return run_tf(SCRIPT, timeout=240)
+
+
+def prog_ops(program):
+    return sorted(t for t in program.split(" ") if not t.startswith("$"))
+
+
+def prog_inputs(program):
+    return sorted({int(t[1:]) for t in program.split(" ") if t.startswith("$")})
+
+
+def prog_depth(program):
+    depth = peak = 0
+    for t in program.split(" "):
+        depth = depth + 1 if t.startswith("$") else depth - TABLE[t] + 1
+        peak = max(peak, depth)
+    return peak
+
+
+def expected_program(nodes, root):
+    """The program the pass must write for the tree at `root` of a graph
+    whose table ops all have one consumer (the chain case): operands in
+    input order, leaves numbered by first use ("x" and "x:0" alike)."""
+    leaves, out = [], []
+
+    def walk(name):
+        op, _, inputs = nodes[name]
+        for i in inputs:
+            if i.startswith("^"):
+                continue
+            src = i[:-2] if i.endswith(":0") else i
+            if src in nodes and nodes[src][0] in TABLE:
+                walk(src)
+                continue
+            if src not in leaves:
+                leaves.append(src)
+            out.append(f"${leaves.index(src)}")
+        out.append(op)
+
+    walk(root)
+    return " ".join(out)
+
+
+def data_inputs(node):
+    return [i for i in node["inputs"] if not i.startswith("^")]
+
+
+def lost_ops(r):
+    """Table ops of the passes-off graph that the passes-on graph lacks."""
+    left = list(r["on"]["table_ops"])
+    lost = []
+    for op in r["off"]["table_ops"]:
+        if op in left:
+            left.remove(op)
+        else:
+            lost.append(op)
+    return sorted(lost)
+
+
+def assert_results(r):
+    assert all(r["equal"]), r["equal"]          # bit for bit vs passes off
+    assert all(r["close_cpu"]), r["close_cpu"]  # TF CPU within rounding
+    assert all("SIMDEV" in d for d in r["devices"]), r["devices"]
+
+
+def assert_fused_well_formed(r):
+    """Every fused node: on SIMDEV, N = distinct data inputs, all used."""
+    for f in r["on"]["fused"]:
+        assert "SIMDEV" in f["device"], f
+        ins = data_inputs(f)
+        assert f["N"] == len(ins) == len(set(ins)), f
+        assert prog_inputs(f["program"]) == list(range(f["N"])), f
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+def test_chain_becomes_one_fused_node(ew, dt):
+    r = ew.data("chain_" + dt)
+    assert_results(r)
+    assert r["off"]["fused"] == []
+    (f,) = r["on"]["fused"]
+    assert f["T"] == {"float32": "DT_FLOAT", "float64": "DT_DOUBLE"}[dt]
+    assert f["program"] == expected_program(r["off"]["nodes"], f["name"]), f
+    assert prog_ops(f["program"]) == lost_ops(r)
+    assert r["on"]["table_ops"] == []
+    # named as the root: the passes-off graph's AddV2 on SIMDEV
+    roots = [k for k, (op, dev, _) in r["off"]["nodes"].items()
+             if op == "AddV2" and "SIMDEV" in dev]
+    assert [f["name"]] == roots
+    # x, y, z once each, x deduplicated although it feeds two ops
+    assert len(data_inputs(f)) == 3 and f["N"] == 3
+    assert_fused_well_formed(r)
+
+
+def test_control_inputs_move_to_the_fused_node(ew):
+    r = ew.data("control")
+    assert_results(r)
+    (f,) = r["on"]["fused"]
+    assert prog_ops(f["program"]) == ["AddV2", "Mul", "Tanh"], f
+    off_mul = [v for v in r["off"]["nodes"].values() if v[0] == "Mul"]
+    (mul,) = off_mul
+    ctrl = [i for i in mul[2] if i.startswith("^")]
+    assert ctrl, mul  # the case needs a control input on an absorbed node
+    assert set(ctrl) <= set(f["inputs"]), (ctrl, f["inputs"])
+    # once per call: passes off, on, and the CPU run (whose assign_add runs
+    # with the variable, on SIMDEV)
+    assert r["counter"] == 3.0
+    assert_fused_well_formed(r)
+
+
+def test_two_consumers_make_a_boundary(ew):
+    r = ew.data("two_consumers")
+    assert_results(r)
+    muls_off = {k for k, v in r["off"]["nodes"].items()
+                if v[0] == "Mul" and r["off"]["nodes"][k][2][0].startswith(("x", "y"))}
+    fused = r["on"]["fused"]
+    assert sorted(prog_ops(f["program"]) for f in fused) == [
+        ["Abs", "Mul", "Sqrt"], ["AddV2", "Exp"]], fused
+    # the shared product stays a Mul node and feeds both trees
+    (a,) = [k for k in muls_off if k not in {f["name"] for f in fused}]
+    assert r["on"]["nodes"][a][0] == "Mul"
+    assert all(a in data_inputs(f) for f in fused), (a, fused)
+    assert_fused_well_formed(r)
+
+
+def test_cpu_nodes_untouched(ew):
+    r = ew.data("on_cpu")
+    assert_results(r)
+    cpu_off = {k: v[0] for k, v in r["off"]["nodes"].items()
+               if "CPU" in v[1] and v[0] in TABLE}
+    assert sorted(cpu_off.values()) == ["Exp", "Mul"], cpu_off
+    for k, op in cpu_off.items():
+        assert r["on"]["nodes"][k][0] == op
+        assert r["on"]["nodes"][k][1] == r["off"]["nodes"][k][1]
+    (f,) = r["on"]["fused"]
+    assert prog_ops(f["program"]) == ["Abs", "AddV2"], f
+    assert_fused_well_formed(r)
+
+
+def test_half_is_left_alone(ew):
+    r = ew.data("half")
+    assert_results(r)
+    assert r["on"]["fused"] == []
+    assert r["on"]["table_ops"] == r["off"]["table_ops"]
+    assert len(r["off"]["table_ops"]) == 7
+    assert all("SIMDEV" in v[1] for k, v in r["on"]["nodes"].items()
+               if v[0] in TABLE)
+
+
+def test_integers_are_left_alone(ew):
+    d = ew.data("int")
+    ran = 0
+    for dt, r in d.items():
+        if "placement_error" in r:  # no SIMDEV kernel: nothing to fuse
+            continue
+        ran += 1
+        assert all(r["equal"]), (dt, r["equal"])
+        assert r["on"]["fused"] == [], dt
+        assert r["on"]["table_ops"] == r["off"]["table_ops"], dt
+        assert len(r["off"]["table_ops"]) == 4, (dt, r["off"]["table_ops"])
+    assert ran >= 1, d  # int64 has SIMDEV kernels
+
+
+def test_gradient_ops_are_left_alone(ew):
+    r = ew.data("grad")
+    assert_results(r)
+    assert r["on"]["fused"] == []
+    assert r["on"]["table_ops"] == r["off"]["table_ops"] == ["Mul", "Tanh",
+                                                             "TanhGrad"]
+
+
+@pytest.mark.parametrize("case", ["long", "deep"])
+def test_limits_cut_trees(ew, case):
+    r = ew.data(case)
+    assert_results(r)
+    fused = r["on"]["fused"]
+    assert len(fused) >= 2, fused
+    for f in fused:
+        assert len(prog_ops(f["program"])) <= LIMIT_OPS, f
+        assert f["N"] <= LIMIT_INPUTS, f
+        assert prog_depth(f["program"]) <= LIMIT_STACK, f
+    # no op lost or invented: what left the graph is what the programs run
+    assert sorted(op for f in fused for op in prog_ops(f["program"])) == lost_ops(r)
+    assert len(lost_ops(r)) >= len(r["off"]["table_ops"]) - 1
+    assert_fused_well_formed(r)
+
+
+def test_preserved_intermediate_stays_a_node(ew):
+    d = ew.data("preserve")
+    (sub,) = d["sub"]
+    nodes = d["after"]["nodes"]
+    assert d["plain_info"]["rewrites"] == 1  # unpreserved: one tree
+    assert d["info"]["rewrites"] == 2
+    assert sub in nodes  # a node of its own (the root of its own tree)
+    fused = {f["name"]: f for f in d["after"]["fused"]}
+    assert prog_ops(fused[sub]["program"]) == ["Mul", "Sub"]
+    (root,) = [f for n, f in fused.items() if n != sub]
+    assert prog_ops(root["program"]) == ["Abs", "AddV2", "Exp", "Neg", "Sqrt"]
+    assert sub in data_inputs(root)
+
+
+def test_tool_idempotence(ew):
+    d = ew.data("tool")
+    assert d["on"]["rewrites"] == 0 and d["on_same"], d
+    assert d["off"]["rewrites"] == 1 and d["off_changed"], d
+    assert d["again"]["rewrites"] == 0 and d["again_same"], d
+
+
+@pytest.mark.parametrize("opt", ["adam", "sgdm"])
+def test_mlp_training_losses_on_equal_off(ew, opt):
+    d = ew.data("mlp_" + opt)
+    assert d["losses_on"] == d["losses_off"], d  # bit for bit
+    for a, b in zip(d["losses"], d["losses_cpu"]):
+        assert abs(a - b) <= 1e-4 * max(1.0, abs(b)), (d["losses"], d["losses_cpu"])
+    assert d["fused"] == d["fused_on_simdev"] >= 6  # at least one per variable
+    assert d["unfused_update_ops"] == [], d["unfused_update_ops"]
+    assert d["tool_again"]["rewrites"] == 0 and d["tool_same"]
+    if opt == "adam":
+        # TF 2.21 + Keras 3: 24 fused nodes replace 96 (per step)
+        assert d["nodes_off"] - d["nodes_on"] == 72, d
+        assert d["fused"] == 24
+    else:
+        assert d["nodes_off"] - d["nodes_on"] == 12, d
+
+
+def test_clean_exit(ew):
+    ew.assert_clean_exit()
