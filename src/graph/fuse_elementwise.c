@@ -4,14 +4,15 @@
  * instead of one per op).
  *
  * What is fused. A node is a candidate when it is placed on SIMDEV, its op
- * is in the kernel's table (ewprog.h: name and arity), its T is float or
- * double, it has exactly `arity` data inputs and each resolves to a node of
- * the graph. A candidate m is absorbed into its consumer c when c is a
- * candidate on the same device with the same T, m has exactly one data use
- * (that input of c) and no control use, and m is not preserved (a fetch or
- * feed must stay a node). Following absorptions upwards from a candidate
- * that is absorbed nowhere gives a tree; a tree of two ops or more becomes
- * one node:
+ * is in the kernel's table (ewprog.h: name and arity) and is not a gradient
+ * op (is_grad says why), its T is float or double, it has exactly `arity`
+ * data inputs and each resolves to a node of the graph. A candidate m is
+ * absorbed into its consumer c when c is a candidate on the same device
+ * with the same T, m has exactly one data use (that input of c) and no
+ * control use, m is not preserved (a fetch or feed must stay a node), and
+ * m is not a proved scalar under a c that is not (see "Scalars").
+ * Following absorptions upwards from a candidate that is absorbed nowhere
+ * gives a tree; a tree of two ops or more becomes one node:
  *   - named as the tree's root (every consumer, fetch and control edge that
  *     names the root stays valid), op `_SimdevFusedElementwise`;
  *   - inputs: the tree's leaves, deduplicated ("x" and "x:0" are one
@@ -21,7 +22,7 @@
  *     ewprog.h), plus the root's attributes that start with "_"; the root's
  *     op-specific attributes are dropped (no table op has any).
  * The absorbed nodes are removed. A single op is left alone: fusing it
- * would only trade TF's kernel for the evaluator.
+ * would only trade simdev's unfused kernel for the evaluator.
  *
  * Why this is safe. Every op of the table is a pure function of its
  * operands applied element by element after NumPy broadcasting, so the
@@ -40,8 +41,10 @@
  *
  * Idempotent: a fused node is not in the table, so it is only ever a leaf;
  * every op left out of a tree was left out for a reason (more than one use,
- * a control use, preserved, another device or dtype, a non-candidate
- * consumer) that the rewrite does not change.
+ * a control use, preserved, another device or dtype, a scalar under a
+ * tensor, a non-candidate consumer) that the rewrite does not change
+ * (scalar-ness propagates through fused nodes as through the ops they
+ * replaced).
  *
  * Thread contract: none beyond sg.h's (the graph belongs to the caller).
  */

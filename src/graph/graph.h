@@ -8,7 +8,8 @@
  *   SIMDEV_GRAPH_PASSES  which passes run (grammar in passes.h; default all)
  *   SIMDEV_GRAPH_LOG     0 (default) or 1: one line on stderr per graph the
  *                        optimizer is given (nodes, nodes on SIMDEV, passes,
- *                        rewrites), to see when and on what TF calls it
+ *                        rewrites, size of the preserve list), to see when
+ *                        and on what TF calls it
  * A bad value fails TF_InitGraph with a message naming the variable (TF then
  * aborts `import tensorflow`, as for every bad SIMDEV_* setting).
  *

@@ -147,16 +147,16 @@ static void optimize(void* state, const TF_Buffer* graph_def,
   sg_stats st;
   int rc = sg_optimize_graph(g, &ctx, g_mask, &bytes, &len, &st, &err);
   sg_free(g);
-  free(block);
   if (g_log) {
     char passes[160];
     sg_passes_describe(g_mask, passes, sizeof(passes));
     fprintf(stderr,
             "simdev graph optimizer: %d nodes, %d on SIMDEV, passes "
-            "%s: %d rewrites%s%s\n",
+            "%s: %d rewrites, %d preserved%s%s\n",
             st.nodes, st.simdev_nodes, passes, rc < 0 ? 0 : st.rewrites,
-            rc < 0 ? ", error: " : "", rc < 0 ? err.msg : "");
+            ctx.npreserve, rc < 0 ? ", error: " : "", rc < 0 ? err.msg : "");
   }
+  free(block);
   if (rc < 0) {
     set_status(status, &err);
     return;
