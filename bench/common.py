@@ -10,6 +10,8 @@ where a case (see `case()`) holds raw samples, in SECONDS per operation
 (lower is better), for each side that ran it:
 
     "simdev"    the op on /device:SIMDEV:0
+    "passes_off" the same on SIMDEV without simdev's graph passes
+                (bench_graph)
     "tf_cpu"    the same op on TF's own CPU device (oneDNN as TF ships it)
     "openblas"  the raw BLAS call (cblas_?gemm through ctypes)
     "peak"      a measurement of the machine itself (a long raw sgemm)
@@ -28,7 +30,7 @@ import statistics
 import sys
 import time
 
-SIDES = ("simdev", "tf_cpu", "openblas", "peak")
+SIDES = ("simdev", "passes_off", "tf_cpu", "openblas", "peak")
 SIM, CPU = "/device:SIMDEV:0", "/device:CPU:0"
 
 

@@ -4,7 +4,9 @@
     perf report -i perf.data --no-children --sort dso,symbol
 
 Cases: matmul N, conv (8x56x56x64 3x3 -> 64 SAME forward), addv2 (eager
-tiny AddV2), chain (tf.function of 100 tiny ops); device SIMDEV or CPU.
+tiny AddV2), chain (tf.function of 100 tiny ops), train mlp|cnn (one
+training step of examples/training.py, as bench_train times it); device
+SIMDEV or CPU.
 Runs for SECONDS (default 8) after a warm-up.
 """
 import os
@@ -17,6 +19,19 @@ import tensorflow as tf  # noqa: E402
 
 
 def make(case, arg, dev):
+    if case == "train":
+        here = os.path.dirname(os.path.abspath(__file__))
+        sys.path.insert(0, os.path.join(here, "..", "examples"))
+        import training
+        xs, ys = training.synthetic_data(arg, 1)
+        tf.config.set_soft_device_placement(True)  # Keras' initializers
+        try:
+            _, step = training.make_trainer(arg, dev)
+        finally:
+            tf.config.set_soft_device_placement(False)
+        with tf.device(dev):
+            x, y = tf.constant(xs[0]), tf.constant(ys[0])
+        return lambda: step(x, y).numpy()
     rng = np.random.default_rng(0)
     with tf.device(dev):
         if case == "matmul":

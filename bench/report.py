@@ -16,7 +16,7 @@ import os
 import common
 
 SIM = "simdev"
-NAMES = {"tf_cpu": "TF CPU", "openblas": "raw OpenBLAS", "memcpy": "memcpy",
+NAMES = {"tf_cpu": "TF CPU", "passes_off": "simdev, graph passes off", "openblas": "raw OpenBLAS", "memcpy": "memcpy",
          "peak": "machine peak", SIM: "simdev", "numpy": ".numpy() copy",
          "copy": "copy import", "tf_constant": "tf.constant copy"}
 

@@ -13,6 +13,8 @@ alternate round by round so machine drift hits all of them alike:
     train     one training step of the small CNN and the MLP; memory
     dlpack    DLPack export/import vs the copy paths
     models    one training step of MobileNetV2 and ResNet50, vs TF CPU
+    graph     training steps of the CNN, MLP, MobileNetV2: simdev's graph
+              passes on vs off vs TF CPU; kernels per step
 
 Writes DIR/benchmarks.md (the table: ratios first, medians and [min, max]
 beside them, the machine's CPU and cores), DIR/benchmarks.json (every
@@ -43,8 +45,10 @@ PY_GROUPS = {
     "train": "bench_train.py",
     "dlpack": "bench_dlpack.py",
     "models": "bench_models.py",
+    "graph": "bench_graph.py",
 }
-ORDER = ["stream", "matmul", "conv", "overhead", "train", "dlpack", "models"]
+ORDER = ["stream", "matmul", "conv", "overhead", "train", "dlpack", "models",
+         "graph"]
 
 
 def plugin_path():

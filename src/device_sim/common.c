@@ -54,3 +54,21 @@ void sim_thread_fp_mode(void) {
   _mm_setcsr(_mm_getcsr() | 0x8040u); /* FTZ (bit 15) | DAZ (bit 6) */
 #endif
 }
+
+unsigned sim_fp_mode_push(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned old = _mm_getcsr();
+  _mm_setcsr(old | 0x8040u);
+  return old;
+#else
+  return 0;
+#endif
+}
+
+void sim_fp_mode_pop(unsigned saved) {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_setcsr(saved);
+#else
+  (void)saved;
+#endif
+}

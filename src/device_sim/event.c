@@ -95,8 +95,7 @@ static void event_item_done(sim_work* w, int status) {
 
 static event_item* event_item_new(sim_stream* s, sim_event* e,
                                   sim_work_run_fn run, const char* label) {
-  event_item* it =
-      sim_work_alloc(sizeof(*it), run, SIM_WORK_ALWAYS_RUN, label);
+  event_item* it = sim_work_alloc(sizeof(*it), run, SIM_WORK_ALWAYS_RUN, label);
   if (it == NULL) return NULL;
   it->w.done = event_item_done;
   it->stream = s;
@@ -131,6 +130,9 @@ int sim_event_record(sim_event* e, sim_stream* s) {
   e->last = m;
   it->m = m;
   sim_unlock(&e->lock);
+  /* On an idle stream the marker is reached at once: mark it here rather
+   * than wake the worker for it. */
+  if (sim_stream_run_inline(s, &it->w) == 1) return SIM_OK;
   return sim_stream_submit(s, &it->w);
 }
 

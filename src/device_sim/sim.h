@@ -208,6 +208,18 @@ sim_device* sim_stream_device(const sim_stream* s);
  * (done(SIM_ESTREAM)) unless it is SIM_WORK_ALWAYS_RUN. */
 int sim_stream_submit(sim_stream* s, sim_work* w);
 
+/* Runs w now, on the calling thread, if the stream is idle (nothing queued,
+ * nothing running, not stopping): the same order, sticky-error handling,
+ * FP mode and done callback as if it had been submitted and the worker had
+ * run it at once; items submitted meanwhile (from any thread) wait until it
+ * is done. Returns 1 if it ran w (done has been called), 0 if the stream was
+ * busy or w is SIM_WORK_LAZY or the caller is a device thread (then submit
+ * it), SIM_EINVAL for a NULL/incomplete item. Why: a tiny kernel costs less
+ * than the hand-off to the worker and back; a GPU driver's idle queue
+ * starts a launch at once too. The caller must not hold a lock that w's run
+ * or done takes. */
+int sim_stream_run_inline(sim_stream* s, sim_work* w);
+
 /* Blocks the caller until everything enqueued before the call has finished.
  * Returns the stream's sticky status. Must not be called from its worker. */
 int sim_stream_synchronize(sim_stream* s);
@@ -220,8 +232,10 @@ int sim_stream_status(sim_stream* s, char* msg, size_t msg_len);
 int sim_stream_is_current(const sim_stream* s);
 
 /* Convenience items; each allocates one small work item (SIM_ENOMEM if that
- * fails). Copies run with memcpy/memmove semantics on the worker. The caller
- * keeps src/dst alive until the item ran (synchronize or an event). */
+ * fails). Copies run with memcpy/memmove semantics on the worker, or, up to
+ * 64 KiB on an idle stream, at once on the caller's thread
+ * (sim_stream_run_inline). The caller keeps src/dst alive until the item ran
+ * (synchronize or an event). */
 int sim_memcpy_async(sim_stream* s, void* dst, const void* src, uint64_t n);
 int sim_memset8_async(sim_stream* s, void* dst, uint8_t value, uint64_t n);
 /* n is in bytes and must be a multiple of 4 (SIM_EINVAL otherwise); dst must
@@ -255,7 +269,8 @@ int sim_event_create(sim_event** out);
  * references; the memory goes when the last one ran. */
 void sim_event_destroy(sim_event* e);
 /* Enqueues a marker on s; the event becomes PENDING now and COMPLETE (or
- * ERROR) when the marker runs. Re-recording an event moves it to the new
+ * ERROR) when the marker runs (at once, on the caller's thread, when s is
+ * idle: sim_stream_run_inline). Re-recording an event moves it to the new
  * marker, as in CUDA. */
 int sim_event_record(sim_event* e, sim_stream* s);
 /* Work enqueued on s after this call waits for the event's last record (as of

@@ -46,6 +46,11 @@ void sim_cond_init(pthread_cond_t* c);
  * is a denormal on SIMDEV and 0 on TF's CPU. Other ISAs keep the default
  * IEEE mode: simdev builds on them but only x86-64 is tested. */
 void sim_thread_fp_mode(void);
+/* The same mode for a while on a thread that is not a device thread (an
+ * item run inline on its submitter's thread, stream.c): push returns the
+ * caller's mode, pop restores it. */
+unsigned sim_fp_mode_push(void);
+void sim_fp_mode_pop(unsigned saved);
 
 /* ---- arena.c: the device region and its jemalloc arena ---------------- */
 typedef struct sim_arena sim_arena;
@@ -103,6 +108,10 @@ struct sim_stream {
   uint64_t submitted; /* items ever submitted */
   uint64_t completed; /* items whose done has returned */
   int sync_waiters;   /* threads in sim_stream_synchronize */
+  /* An item is running (on the worker, or inline on its submitter's thread:
+   * sim_stream_run_inline); the worker takes the next item only when it is
+   * 0, so items run one at a time in FIFO order whoever runs them. */
+  int busy;
   uint64_t eager_queued; /* queued items without SIM_WORK_LAZY */
   int stopping;
   int status;     /* sticky: SIM_OK or the first failure */

@@ -8,6 +8,10 @@
  * order, one at a time, and an item may submit more work (even to its own
  * stream) without deadlocking.
  *
+ * A submitter may instead run an item itself when the stream is idle
+ * (sim_stream_run_inline): `busy` keeps the worker off the queue meanwhile,
+ * so the order is the same as if the worker had run it.
+ *
  * Errors are sticky: the first failing item records its code and message;
  * from then on items are drained (done(SIM_ESTREAM), run skipped) unless they
  * are SIM_WORK_ALWAYS_RUN (event markers, waits, host callbacks, timers), so
@@ -25,6 +29,11 @@
 /* How many times an idle worker re-checks its queue (yielding the CPU in
  * between) before it sleeps on the condvar. */
 #define SIM_STREAM_POLLS 64
+
+/* Copies (and memsets) up to this size run on the caller's thread when the
+ * stream is idle (sim_stream_run_inline): 64 KiB take a few microseconds,
+ * about what the hand-off to the worker costs. */
+#define SIM_INLINE_COPY_BYTES (64u * 1024u)
 
 /* The stream whose worker is the calling thread, if any. */
 static __thread sim_stream* tls_current_stream;
@@ -61,12 +70,39 @@ static void set_sticky(sim_stream* s, int err, const char* msg,
              sim_strerror(err));
 }
 
-/* Whether the worker may take the head item. Called with s->lock held. A
- * lazy head waits for an eager item behind it, a synchronize or the stop. */
+/* Whether the worker may take the head item. Called with s->lock held. Not
+ * while an item runs inline (sim_stream_run_inline). A lazy head waits for
+ * an eager item behind it, a synchronize or the stop. */
 static int head_runnable(const sim_stream* s) {
-  return s->head != NULL &&
+  return s->head != NULL && !s->busy &&
          (!(s->head->flags & SIM_WORK_LAZY) || s->eager_queued > 0 ||
           s->sync_waiters > 0 || s->stopping);
+}
+
+/* Whether the worker has something to do: an item, or the stop (once no
+ * item runs inline). Called with s->lock held. */
+static int worker_may_go(const sim_stream* s) {
+  return head_runnable(s) || (s->stopping && !s->busy);
+}
+
+/* Runs w (or drains it when the stream failed earlier), records a failure
+ * as sticky, calls its done. Called without s->lock, by the one thread that
+ * set s->busy. */
+static void run_item(sim_stream* s, sim_work* w, int status) {
+  char msg[256];
+  int rc;
+  msg[0] = '\0';
+  if (status != SIM_OK && !(w->flags & SIM_WORK_ALWAYS_RUN))
+    rc = SIM_ESTREAM;
+  else
+    rc = w->run(w, msg, sizeof(msg));
+  const char* label = w->label;
+  if (rc != SIM_OK && rc != SIM_ESTREAM) {
+    sim_lock(&s->lock);
+    set_sticky(s, rc, msg, label);
+    sim_unlock(&s->lock);
+  }
+  if (w->done != NULL) w->done(w, rc); /* may free w */
 }
 
 static void* worker_main(void* arg) {
@@ -77,44 +113,31 @@ static void* worker_main(void* arg) {
   pthread_setname_np(pthread_self(), name);
   sim_thread_fp_mode();
 
-  char msg[256];
   sim_lock(&s->lock);
   for (;;) {
     /* Poll briefly before sleeping: kernels arrive back to back (TF issues
      * the next op as soon as the last one completes), and waking a sleeping
      * worker on an idle core costs tens of microseconds. Each poll yields
      * the core, so a busy machine loses little. */
-    for (int spin = 0;
-         spin < SIM_STREAM_POLLS && !head_runnable(s) && !s->stopping;
-         spin++) {
+    for (int spin = 0; spin < SIM_STREAM_POLLS && !worker_may_go(s); spin++) {
       sim_unlock(&s->lock);
       sched_yield();
       sim_lock(&s->lock);
     }
-    while (!head_runnable(s) && !s->stopping) sim_wait(&s->cv_work, &s->lock);
+    while (!worker_may_go(s)) sim_wait(&s->cv_work, &s->lock);
     sim_work* w = s->head;
     if (w == NULL) break; /* stopping and drained */
     s->head = w->next;
     if (s->head == NULL) s->tail = NULL;
     if (!(w->flags & SIM_WORK_LAZY)) s->eager_queued--;
     int status = s->status;
+    s->busy = 1;
     sim_unlock(&s->lock);
 
-    int rc;
-    msg[0] = '\0';
-    if (status != SIM_OK && !(w->flags & SIM_WORK_ALWAYS_RUN))
-      rc = SIM_ESTREAM;
-    else
-      rc = w->run(w, msg, sizeof(msg));
-    const char* label = w->label;
-    if (rc != SIM_OK && rc != SIM_ESTREAM) {
-      sim_lock(&s->lock);
-      set_sticky(s, rc, msg, label);
-      sim_unlock(&s->lock);
-    }
-    if (w->done != NULL) w->done(w, rc); /* may free w */
+    run_item(s, w, status);
 
     sim_lock(&s->lock);
+    s->busy = 0;
     s->completed++;
     if (s->sync_waiters > 0) sim_broadcast(&s->cv_done);
   }
@@ -159,7 +182,9 @@ void sim_stream_destroy(sim_stream* s) {
   free(s);
 }
 
-sim_device* sim_stream_device(const sim_stream* s) { return s->dev; }
+sim_device* sim_stream_device(const sim_stream* s) {
+  return s->dev;
+}
 
 int sim_stream_is_current(const sim_stream* s) {
   return s != NULL && tls_current_stream == s;
@@ -179,6 +204,41 @@ int sim_stream_submit(sim_stream* s, sim_work* w) {
   SIM_CHECK_PT(pthread_cond_signal(&s->cv_work));
   sim_unlock(&s->lock);
   return SIM_OK;
+}
+
+int sim_stream_run_inline(sim_stream* s, sim_work* w) {
+  if (s == NULL || w == NULL || w->run == NULL) return SIM_EINVAL;
+  /* A lazy item must run as late as possible; on a stream's worker (this
+   * stream's or another's) the queue is the simple, proven path. */
+  if ((w->flags & SIM_WORK_LAZY) || tls_current_stream != NULL) return 0;
+  sim_lock(&s->lock);
+  int idle = s->head == NULL && !s->busy && !s->stopping;
+  int status = s->status;
+  if (idle) {
+    s->busy = 1;
+    s->submitted++;
+  }
+  sim_unlock(&s->lock);
+  if (!idle) return 0;
+
+  /* Run as the worker would: the stream is current (a synchronize of it
+   * from the item is refused instead of deadlocking), device FP mode. */
+  tls_current_stream = s;
+  unsigned fp = sim_fp_mode_push();
+  w->next = NULL;
+  run_item(s, w, status);
+  sim_fp_mode_pop(fp);
+  tls_current_stream = NULL;
+
+  sim_lock(&s->lock);
+  s->busy = 0;
+  s->completed++;
+  if (s->sync_waiters > 0) sim_broadcast(&s->cv_done);
+  /* Items submitted while this one ran (or a stop) wait for the worker. */
+  if (s->head != NULL || s->stopping)
+    SIM_CHECK_PT(pthread_cond_signal(&s->cv_work));
+  sim_unlock(&s->lock);
+  return 1;
 }
 
 int sim_stream_synchronize(sim_stream* s) {
@@ -208,7 +268,9 @@ int sim_stream_status(sim_stream* s, char* msg, size_t msg_len) {
 
 /* ---- convenience items ------------------------------------------------- */
 
-static void free_done(sim_work* w, int status) { free(w); }
+static void free_done(sim_work* w, int status) {
+  free(w);
+}
 
 void* sim_work_alloc(size_t size, sim_work_run_fn run, uint32_t flags,
                      const char* label) {
@@ -257,6 +319,9 @@ static int submit_copy(sim_stream* s, sim_work_run_fn run, const char* label,
   c->src = src;
   c->n = n;
   c->value = v;
+  /* A small copy on an idle stream costs less than waking the worker. */
+  if (n <= SIM_INLINE_COPY_BYTES && sim_stream_run_inline(s, &c->w) == 1)
+    return SIM_OK;
   return sim_stream_submit(s, &c->w);
 }
 

@@ -3,10 +3,13 @@
  * TF's compute_async -> the op's compute function -> one stream work item ->
  * completion: report a failure, release the held tensors, run TF's done.
  *
- * Who completes: TF's thread watches a queued item for LAUNCH_WATCH_NS and
- * completes it itself if the worker ran it by then; otherwise the worker
- * completes it right after the arithmetic. One compare-and-swap on
- * sk_launch.state decides, so exactly one of them does.
+ * Who runs and completes: a small launch on an idle stream runs on TF's
+ * thread at once (sim_stream_run_inline, LAUNCH_INLINE_BYTES) and TF's
+ * thread completes it. Otherwise it is queued; TF's thread watches the
+ * queued item for LAUNCH_WATCH_NS and completes it itself if the worker ran
+ * it by then; otherwise the worker completes it right after the arithmetic.
+ * One compare-and-swap on sk_launch.state decides, so exactly one of them
+ * does.
  *
  * TF's done is cheap: in eager mode it wakes the waiting caller; in a graph
  * it propagates outputs and hands ready nodes to TF's inter-op thread pool
@@ -60,6 +63,17 @@ enum { L_QUEUED = 0, L_RAN = 1, L_HANDED_OVER = 2 };
  * The analogue of a GPU driver's spin-then-yield wait. */
 #define LAUNCH_WATCH_NS 20000
 
+/* A launch whose held tensors (inputs, outputs, scratch) add up to at most
+ * this many bytes runs on TF's thread when the stream is idle, instead of
+ * being handed to the worker and back: its arithmetic costs about what the
+ * hand-off costs (an elementwise op over 256 KiB takes some 10 us, a wake-up
+ * of a sleeping thread tens of us; on a loaded machine, a time slice). A
+ * bigger one stays asynchronous, so TF's thread can go on with other nodes
+ * while it runs. The training step of a small model is a chain of such tiny
+ * kernels, each waiting for the one before: the hand-off was most of its
+ * time (docs/graph-optimizer.md, "Launch overhead"). */
+#define LAUNCH_INLINE_BYTES (256u * 1024u)
+
 /* Set once by sk_launch_init (TF_InitKernel), before any kernel runs, from
  * the settings SE_InitPlugin read. */
 static struct {
@@ -88,9 +102,15 @@ static bool status_ok(sk_launch* l, TF_Status* st, const char* what) {
   return false;
 }
 
-bool sk_ok(const sk_launch* l) { return l->code == TF_OK; }
-TF_OpKernelContext* sk_context(sk_launch* l) { return l->ctx; }
-TF_Status* sk_status(sk_launch* l) { return l->st; }
+bool sk_ok(const sk_launch* l) {
+  return l->code == TF_OK;
+}
+TF_OpKernelContext* sk_context(sk_launch* l) {
+  return l->ctx;
+}
+TF_Status* sk_status(sk_launch* l) {
+  return l->st;
+}
 bool sk_status_ok(sk_launch* l, const char* what) {
   return status_ok(l, l->st, what);
 }
@@ -111,6 +131,13 @@ static bool hold(sk_launch* l, TF_Tensor* t) {
   }
   l->held[l->nheld++] = t;
   return true;
+}
+
+/* Bytes of the tensors the launch holds; TF thread, before queuing. */
+static size_t held_bytes(const sk_launch* l) {
+  size_t n = 0;
+  for (int i = 0; i < l->nheld; i++) n += TF_TensorByteSize(l->held[i]);
+  return n;
 }
 
 static void release_held(sk_launch* l) {
@@ -384,8 +411,18 @@ static void compute_async(void* kernel, TF_OpKernelContext* ctx,
   sim_stream* s = l->stream;
   /* Watch only from a thread other than the worker, never in the debug
    * modes (SIMDEV_SYNC waits for the whole item anyway). */
-  bool watch = !g.sync_launch && !g.early_completion && !sim_stream_is_current(s);
+  bool watch =
+      !g.sync_launch && !g.early_completion && !sim_stream_is_current(s);
   atomic_init(&l->state, watch ? L_QUEUED : L_HANDED_OVER);
+  /* A small launch on an idle stream runs here and now, in stream order
+   * (sim_stream_run_inline); work_done then finds L_QUEUED, moves it to
+   * L_RAN, and this thread completes it. */
+  if (watch && held_bytes(l) <= LAUNCH_INLINE_BYTES &&
+      sim_stream_run_inline(s, &l->work) == 1) {
+    SIM_CHECK(atomic_load(&l->state) == L_RAN);
+    complete(l);
+    return;
+  }
   int rc = sim_stream_submit(s, &l->work);
   SIM_CHECK(rc == SIM_OK); /* a complete item on a live stream */
   if (watch) {

@@ -8,7 +8,9 @@
  *                  sk_input / validate / sk_fail / sk_output / sk_args,
  *                  sk_work(l, run, label)
  *                -> submit one work item to the stream TF_GetStream returns
- *                   (or complete at once: failure, or nothing to compute)
+ *                   (or complete at once: failure, or nothing to compute;
+ *                   or, for a small launch on an idle stream, run it here
+ *                   at once, in stream order: sim_stream_run_inline)
  *   stream worker  run(l, args): the arithmetic, in stream order
  *   completion     report a run failure, release the held tensors, call
  *                  TF's done callback. TF's thread watches the item for
@@ -36,9 +38,10 @@
  * code; only the hazard tests use it.
  *
  * Thread contract: the compute function (sk_input..sk_work) runs on the
- * calling TF thread; the run
- * function runs on the stream worker and may only touch its args, sk_fail
- * and sim_parallel_for.
+ * calling TF thread; the run function runs in stream order, on the stream
+ * worker or (small launches on an idle stream) on that TF thread after the
+ * compute function returned, and may only touch its args, sk_fail and
+ * sim_parallel_for.
  */
 #ifndef SIMDEV_KERNELS_SK_H_
 #define SIMDEV_KERNELS_SK_H_

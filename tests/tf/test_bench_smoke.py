@@ -11,7 +11,8 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-GROUPS = ["stream", "matmul", "conv", "overhead", "train", "dlpack", "models"]
+GROUPS = ["stream", "matmul", "conv", "overhead", "train", "dlpack", "models",
+          "graph"]
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
 /*
  * test_stream.c - streams: FIFO order, concurrent submitters, convenience
- * copies, sticky errors, host callbacks, teardown with queued work.
+ * copies, sticky errors, host callbacks, teardown with queued work, items
+ * run inline on an idle stream.
  */
 #include <stdatomic.h>
 #include <valgrind/valgrind.h>
@@ -451,7 +452,9 @@ typedef struct owned_item {
   int* counter; /* only this stream's worker writes it */
 } owned_item;
 
-static int owned_run(sim_work* w, char* msg, size_t msg_len) { return 0; }
+static int owned_run(sim_work* w, char* msg, size_t msg_len) {
+  return 0;
+}
 
 static void owned_done(sim_work* w, int status) {
   owned_item* o = tu_container_of(w, owned_item, work);
@@ -636,7 +639,9 @@ static int fp_daz(void) {
   volatile float denormal = 3e-39f, big = 1e10f;
   return denormal * big == 0.0f;
 }
-static int fp_flushes(void) { return fp_ftz() && fp_daz(); }
+static int fp_flushes(void) {
+  return fp_ftz() && fp_daz();
+}
 
 static void fp_range(void* arg, int64_t b, int64_t e) {
   fp_rec* r = arg;
@@ -670,6 +675,125 @@ static void denormals_flushed(void** state) {
   assert_false(fp_daz());
 }
 
+/* ---- sim_stream_run_inline --------------------------------------------- */
+
+/* On an idle stream the item runs on the caller's thread, with the stream
+ * current and the device FP mode, and is done before the call returns. */
+static int inline_fp_run(sim_work* w, char* msg, size_t msg_len) {
+  tu_item* it = tu_container_of(w, tu_item, work);
+  it->run_calls++;
+  it->cur_self = sim_stream_is_current(it->self);
+  it->saw_open = fp_flushes(); /* reused: the FP mode seen by run */
+  return SIM_OK;
+}
+
+static void run_inline_idle(void** state) {
+  tu_fix* f = (tu_fix*)*state;
+  sim_stream* s = f->s[0];
+  tu_item* it = (tu_item*)tu_calloc(f, 1, sizeof(tu_item));
+  tu_item_init(it, 0, NULL);
+  it->work.run = inline_fp_run;
+  it->self = s;
+  it->cur_self = -1;
+  assert_int_equal(sim_stream_synchronize(s), SIM_OK);
+  assert_int_equal(sim_stream_run_inline(s, &it->work), 1);
+  assert_int_equal(it->run_calls, 1); /* already, on this thread */
+  assert_int_equal(it->done_calls, 1);
+  assert_int_equal(it->done_status, SIM_OK);
+  assert_int_equal(it->cur_self, 1);
+  assert_int_equal(sim_stream_is_current(s), 0); /* restored */
+  if (!RUNNING_ON_VALGRIND) {                    /* valgrind ignores FTZ/DAZ */
+    assert_true(it->saw_open);
+    assert_false(fp_ftz()); /* the caller's own mode is back */
+  }
+  assert_int_equal(sim_stream_synchronize(s), SIM_OK);
+  assert_int_equal(sim_stream_run_inline(s, NULL), SIM_EINVAL);
+}
+
+/* Queued or running work keeps the item off the caller's thread: 0, item
+ * untouched; submitted instead it runs after the earlier work. */
+static void run_inline_busy(void** state) {
+  tu_fix* f = (tu_fix*)*state;
+  sim_stream* s = f->s[0];
+  tu_log* log = tu_log_new(f, 3);
+  tu_item* it = (tu_item*)tu_calloc(f, 3, sizeof(tu_item));
+  for (int i = 0; i < 3; i++) tu_item_init(&it[i], i, log);
+  tu_gate* g = tu_gate_submit(f, s);
+  assert_true(
+      tu_gate_wait_entered(g, TU_TIMEOUT_MS)); /* running, queue empty */
+  assert_int_equal(sim_stream_run_inline(s, &it[0].work), 0);
+  assert_int_equal(it[0].run_calls + it[0].done_calls, 0);
+  assert_int_equal(sim_stream_submit(s, &it[0].work), SIM_OK);
+  assert_int_equal(sim_stream_run_inline(s, &it[1].work), 0); /* queued */
+  assert_int_equal(sim_stream_submit(s, &it[1].work), SIM_OK);
+  tu_gate_open(g);
+  assert_int_equal(sim_stream_synchronize(s), SIM_OK);
+  assert_int_equal(sim_stream_run_inline(s, &it[2].work), 1);
+  check_sequence(log, 3);
+  /* A lazy item never runs early. */
+  tu_item* lazy = (tu_item*)tu_calloc(f, 1, sizeof(tu_item));
+  tu_item_init(lazy, 9, NULL);
+  lazy->work.flags = SIM_WORK_LAZY;
+  assert_int_equal(sim_stream_run_inline(s, &lazy->work), 0);
+  assert_int_equal(lazy->run_calls, 0);
+}
+
+/* Work submitted (here by the inline item itself) while an item runs
+ * inline waits for it: the worker does not start it alongside. */
+typedef struct inline_parent {
+  tu_item item;
+  tu_item child;
+} inline_parent;
+
+static int inline_parent_run(sim_work* w, char* msg, size_t msg_len) {
+  inline_parent* p = tu_container_of(w, inline_parent, item.work);
+  if (sim_stream_submit(p->item.self, &p->child.work) != SIM_OK)
+    return SIM_EFAILED;
+  /* Gives a broken worker the time to run the child now; a correct one
+   * never does, whatever the timing. */
+  tu_sleep_ms(20);
+  tu_log_append(p->item.log, p->item.id);
+  p->item.run_calls++;
+  return SIM_OK;
+}
+
+static void run_inline_order(void** state) {
+  tu_fix* f = (tu_fix*)*state;
+  sim_stream* s = f->s[0];
+  tu_log* log = tu_log_new(f, 2);
+  inline_parent* p = (inline_parent*)tu_calloc(f, 1, sizeof(*p));
+  tu_item_init(&p->item, 0, log);
+  tu_item_init(&p->child, 1, log);
+  p->item.work.run = inline_parent_run;
+  p->item.self = s;
+  assert_int_equal(sim_stream_run_inline(s, &p->item.work), 1);
+  assert_int_equal(sim_stream_synchronize(s), SIM_OK);
+  check_sequence(log, 2);
+  assert_int_equal(p->child.run_calls, 1);
+}
+
+/* On a stream in error an inline item is drained like a queued one (done
+ * with SIM_ESTREAM, run skipped); a failing inline item makes the error
+ * sticky. */
+static void run_inline_sticky(void** state) {
+  tu_fix* f = (tu_fix*)*state;
+  sim_stream* s = f->s[0];
+  tu_item* it = (tu_item*)tu_calloc(f, 2, sizeof(tu_item));
+  tu_item_init(&it[0], 0, NULL);
+  it[0].ret = SIM_EFAILED;
+  it[0].fail_msg = "inline boom";
+  tu_item_init(&it[1], 1, NULL);
+  assert_int_equal(sim_stream_run_inline(s, &it[0].work), 1);
+  assert_int_equal(it[0].done_status, SIM_EFAILED);
+  char msg[64];
+  assert_int_equal(sim_stream_status(s, msg, sizeof(msg)), SIM_EFAILED);
+  assert_string_equal(msg, "inline boom");
+  assert_int_equal(sim_stream_run_inline(s, &it[1].work), 1);
+  assert_int_equal(it[1].run_calls, 0);
+  assert_int_equal(it[1].done_status, SIM_ESTREAM);
+  assert_int_equal(sim_stream_synchronize(s), SIM_EFAILED);
+}
+
 #define T1(name) cmocka_unit_test_setup_teardown(name, tu_setup1, tu_teardown)
 #define T2(name) cmocka_unit_test_setup_teardown(name, tu_setup2, tu_teardown)
 
@@ -696,6 +820,10 @@ int main(int argc, char** argv) {
       T1(synchronize_blocks),
       T1(denormals_flushed),
       T1(lazy_items),
+      T1(run_inline_idle),
+      T1(run_inline_busy),
+      T1(run_inline_order),
+      T1(run_inline_sticky),
   };
   return cmocka_run_group_tests_name("stream", tests, NULL, NULL);
 }
