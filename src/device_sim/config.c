@@ -43,7 +43,7 @@ static int parse_u64(const char* name, uint64_t lo, uint64_t hi, uint64_t* out,
 int sim_config_from_env(sim_config* cfg, char* msg, size_t msg_len) {
   if (cfg == NULL || msg == NULL || msg_len == 0) return SIM_EINVAL;
   msg[0] = '\0';
-  uint64_t count = 1, mb = 2048, sync = 0, early = 0, disabled = 0;
+  uint64_t count = 1, mb = 2048, sync = 0, early = 0, inl = 0, disabled = 0;
   int err = parse_u64("SIMDEV_DISABLE", 0, 1, &disabled, msg, msg_len);
   if (err != SIM_OK) return err;
   if (disabled) {
@@ -59,11 +59,13 @@ int sim_config_from_env(sim_config* cfg, char* msg, size_t msg_len) {
   if (err == SIM_OK)
     err = parse_u64("SIMDEV_UNSAFE_EARLY_COMPLETION", 0, 1, &early, msg,
                     msg_len);
+  if (err == SIM_OK) err = parse_u64("SIMDEV_INLINE", 0, 1, &inl, msg, msg_len);
   if (err != SIM_OK) return err;
   cfg->device_count = (int)count;
   cfg->memory_mb = mb;
   cfg->sync_launch = (int)sync;
   cfg->unsafe_early_completion = (int)early;
+  cfg->inline_small = (int)inl;
   cfg->disabled = 0;
   return SIM_OK;
 }

@@ -59,6 +59,15 @@ typedef struct sim_config {
    * complete as soon as they are queued. Wrong on purpose (the "naive"
    * design); it exists so tests can show the hazards they catch. */
   int unsafe_early_completion;
+  /* SIMDEV_INLINE, 0 or 1, default 0: small work on an idle stream (kernel
+   * launches holding at most 256 KiB of tensors, copies and memsets up to
+   * 64 KiB, event records) runs at once on the thread that enqueues it
+   * (sim_stream_run_inline), in stream order, instead of being handed to
+   * the stream's worker. Faster for models made of tiny kernels; off by
+   * default because a device runs its work on its own threads, and that is
+   * what simdev is for (async bugs show; thread names in gdb are the
+   * streams'). Streams take it from sim_stream_set_inline. */
+  int inline_small;
   /* SIMDEV_DISABLE, 0 or 1, default 0: the plugin registers its platform
    * but offers no device (TensorFlow carries on with its CPU). Read first:
    * when it is 1 the other variables are not read, so a broken setting can
@@ -213,12 +222,16 @@ int sim_stream_submit(sim_stream* s, sim_work* w);
  * FP mode and done callback as if it had been submitted and the worker had
  * run it at once; items submitted meanwhile (from any thread) wait until it
  * is done. Returns 1 if it ran w (done has been called), 0 if the stream was
- * busy or w is SIM_WORK_LAZY or the caller is a device thread (then submit
- * it), SIM_EINVAL for a NULL/incomplete item. Why: a tiny kernel costs less
+ * busy, w is SIM_WORK_LAZY, the caller is a device thread or inline runs
+ * are off for s (sim_stream_set_inline; then submit it), SIM_EINVAL for a NULL/incomplete item. Why: a tiny kernel costs less
  * than the hand-off to the worker and back; a GPU driver's idle queue
  * starts a launch at once too. The caller must not hold a lock that w's run
  * or done takes. */
 int sim_stream_run_inline(sim_stream* s, sim_work* w);
+/* Whether sim_stream_run_inline may run items of s (on: 1). Off for a new
+ * stream: run_inline then returns 0 and the caller submits. Set it before
+ * the stream is shared (SIMDEV_INLINE, sim_config.inline_small). */
+void sim_stream_set_inline(sim_stream* s, int on);
 
 /* Blocks the caller until everything enqueued before the call has finished.
  * Returns the stream's sticky status. Must not be called from its worker. */

@@ -112,6 +112,7 @@ struct sim_stream {
    * sim_stream_run_inline); the worker takes the next item only when it is
    * 0, so items run one at a time in FIFO order whoever runs them. */
   int busy;
+  int inline_ok; /* sim_stream_set_inline; read-only once shared */
   uint64_t eager_queued; /* queued items without SIM_WORK_LAZY */
   int stopping;
   int status;     /* sticky: SIM_OK or the first failure */

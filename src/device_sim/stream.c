@@ -206,8 +206,13 @@ int sim_stream_submit(sim_stream* s, sim_work* w) {
   return SIM_OK;
 }
 
+void sim_stream_set_inline(sim_stream* s, int on) {
+  if (s != NULL) s->inline_ok = on != 0;
+}
+
 int sim_stream_run_inline(sim_stream* s, sim_work* w) {
   if (s == NULL || w == NULL || w->run == NULL) return SIM_EINVAL;
+  if (!s->inline_ok) return 0;
   /* A lazy item must run as late as possible; on a stream's worker (this
    * stream's or another's) the queue is the simple, proven path. */
   if ((w->flags & SIM_WORK_LAZY) || tls_current_stream != NULL) return 0;

@@ -3,9 +3,10 @@
  * TF's compute_async -> the op's compute function -> one stream work item ->
  * completion: report a failure, release the held tensors, run TF's done.
  *
- * Who runs and completes: a small launch on an idle stream runs on TF's
- * thread at once (sim_stream_run_inline, LAUNCH_INLINE_BYTES) and TF's
- * thread completes it. Otherwise it is queued; TF's thread watches the
+ * Who runs and completes: with SIMDEV_INLINE=1, a small launch on an idle
+ * stream runs on TF's thread at once (sim_stream_run_inline,
+ * LAUNCH_INLINE_BYTES; the stream refuses when the setting is off) and
+ * TF's thread completes it. Otherwise it is queued; TF's thread watches the
  * queued item for LAUNCH_WATCH_NS and completes it itself if the worker ran
  * it by then; otherwise the worker completes it right after the arithmetic.
  * One compare-and-swap on sk_launch.state decides, so exactly one of them

@@ -9,8 +9,9 @@
  *                  sk_work(l, run, label)
  *                -> submit one work item to the stream TF_GetStream returns
  *                   (or complete at once: failure, or nothing to compute;
- *                   or, for a small launch on an idle stream, run it here
- *                   at once, in stream order: sim_stream_run_inline)
+ *                   or, with SIMDEV_INLINE=1, for a small launch on an idle
+ *                   stream, run it here at once, in stream order:
+ *                   sim_stream_run_inline)
  *   stream worker  run(l, args): the arithmetic, in stream order
  *   completion     report a run failure, release the held tensors, call
  *                  TF's done callback. TF's thread watches the item for

@@ -17,6 +17,7 @@ BAD = [
     ("SIMDEV_DEVICE_COUNT", "x"),
     ("SIMDEV_DEVICE_COUNT", "17"),  # above the maximum of 16
     ("SIMDEV_SYNC", "yes"),
+    ("SIMDEV_INLINE", "2"),
     ("SIMDEV_UNSAFE_EARLY_COMPLETION", "2"),
 ]
 

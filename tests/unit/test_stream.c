@@ -687,9 +687,26 @@ static int inline_fp_run(sim_work* w, char* msg, size_t msg_len) {
   return SIM_OK;
 }
 
+/* Inline runs are off unless the stream's owner turns them on
+ * (SIMDEV_INLINE): then an idle stream still gets the item on its worker. */
+static void run_inline_off_by_default(void** state) {
+  tu_fix* f = (tu_fix*)*state;
+  sim_stream* s = f->s[0];
+  tu_item* it = (tu_item*)tu_calloc(f, 1, sizeof(tu_item));
+  tu_item_init(it, 0, NULL);
+  assert_int_equal(sim_stream_synchronize(s), SIM_OK);
+  assert_int_equal(sim_stream_run_inline(s, &it->work), 0);
+  assert_int_equal(it->run_calls, 0); /* not run here */
+  assert_int_equal(sim_stream_submit(s, &it->work), SIM_OK);
+  assert_int_equal(sim_stream_synchronize(s), SIM_OK);
+  assert_int_equal(it->run_calls, 1);
+  assert_int_equal(it->done_calls, 1);
+}
+
 static void run_inline_idle(void** state) {
   tu_fix* f = (tu_fix*)*state;
   sim_stream* s = f->s[0];
+  sim_stream_set_inline(s, 1);
   tu_item* it = (tu_item*)tu_calloc(f, 1, sizeof(tu_item));
   tu_item_init(it, 0, NULL);
   it->work.run = inline_fp_run;
@@ -715,6 +732,7 @@ static void run_inline_idle(void** state) {
 static void run_inline_busy(void** state) {
   tu_fix* f = (tu_fix*)*state;
   sim_stream* s = f->s[0];
+  sim_stream_set_inline(s, 1);
   tu_log* log = tu_log_new(f, 3);
   tu_item* it = (tu_item*)tu_calloc(f, 3, sizeof(tu_item));
   for (int i = 0; i < 3; i++) tu_item_init(&it[i], i, log);
@@ -760,6 +778,7 @@ static int inline_parent_run(sim_work* w, char* msg, size_t msg_len) {
 static void run_inline_order(void** state) {
   tu_fix* f = (tu_fix*)*state;
   sim_stream* s = f->s[0];
+  sim_stream_set_inline(s, 1);
   tu_log* log = tu_log_new(f, 2);
   inline_parent* p = (inline_parent*)tu_calloc(f, 1, sizeof(*p));
   tu_item_init(&p->item, 0, log);
@@ -778,6 +797,7 @@ static void run_inline_order(void** state) {
 static void run_inline_sticky(void** state) {
   tu_fix* f = (tu_fix*)*state;
   sim_stream* s = f->s[0];
+  sim_stream_set_inline(s, 1);
   tu_item* it = (tu_item*)tu_calloc(f, 2, sizeof(tu_item));
   tu_item_init(&it[0], 0, NULL);
   it[0].ret = SIM_EFAILED;
@@ -820,6 +840,7 @@ int main(int argc, char** argv) {
       T1(synchronize_blocks),
       T1(denormals_flushed),
       T1(lazy_items),
+      T1(run_inline_off_by_default),
       T1(run_inline_idle),
       T1(run_inline_busy),
       T1(run_inline_order),
