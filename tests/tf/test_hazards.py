@@ -120,9 +120,23 @@ def naive(run_tf):
     return run_tf(SCRIPT, env={"SIMDEV_UNSAFE_EARLY_COMPLETION": "1"})
 
 
+@pytest.fixture(scope="module")
+def inline(run_tf):
+    return run_tf(SCRIPT, env={"SIMDEV_INLINE": "1"})
+
+
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_simdev_design_is_correct(safe, name):
     assert safe.data(name)["bad"] == 0
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_inline_runs_keep_the_order(inline, name):
+    """SIMDEV_INLINE=1 runs small kernels on TF's thread when the stream is
+    idle: the same hazards must stay closed (done only after the
+    arithmetic, stream order kept)."""
+    assert inline.data(name)["bad"] == 0
+    inline.assert_clean_exit()
 
 
 def test_variable_lives_on_simdev(safe):
