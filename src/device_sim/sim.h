@@ -230,8 +230,11 @@ int sim_stream_submit(sim_stream* s, sim_work* w);
 int sim_stream_run_inline(sim_stream* s, sim_work* w);
 /* Whether sim_stream_run_inline may run items of s (on: 1). Off for a new
  * stream: run_inline then returns 0 and the caller submits. Set it before
- * the stream is shared (SIMDEV_INLINE, sim_config.inline_small). */
+ * the stream is shared. */
 void sim_stream_set_inline(sim_stream* s, int on);
+/* The default for streams created on dev from now on (SIMDEV_INLINE,
+ * sim_config.inline_small); set it before creating streams. */
+void sim_device_set_inline(sim_device* dev, int on);
 
 /* Blocks the caller until everything enqueued before the call has finished.
  * Returns the stream's sticky status. Must not be called from its worker. */

@@ -62,6 +62,7 @@ int sim_arena_numa_bound(const sim_arena* a);
 /* ---- device.c ---------------------------------------------------------- */
 struct sim_device {
   int ordinal;
+  int inline_ok; /* sim_device_set_inline: new streams' default */
   char name[32];
   sim_arena* arena;
 

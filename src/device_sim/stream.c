@@ -150,6 +150,7 @@ int sim_stream_create(sim_device* dev, sim_stream** out) {
   sim_stream* s = calloc(1, sizeof(*s));
   if (s == NULL) return SIM_ENOMEM;
   s->dev = dev;
+  s->inline_ok = dev->inline_ok;
   SIM_CHECK_PT(pthread_mutex_init(&s->lock, NULL));
   sim_cond_init(&s->cv_work);
   sim_cond_init(&s->cv_done);
@@ -204,6 +205,10 @@ int sim_stream_submit(sim_stream* s, sim_work* w) {
   SIM_CHECK_PT(pthread_cond_signal(&s->cv_work));
   sim_unlock(&s->lock);
   return SIM_OK;
+}
+
+void sim_device_set_inline(sim_device* dev, int on) {
+  if (dev != NULL) dev->inline_ok = on != 0;
 }
 
 void sim_stream_set_inline(sim_stream* s, int on) {

@@ -127,8 +127,6 @@ static void create_stream(const SP_Device* device, SP_Stream* stream,
     se_set_status(status, err, "create_stream", NULL);
     return;
   }
-  /* SIMDEV_INLINE: set before TF sees the stream. */
-  sim_stream_set_inline(st->s, se_config()->inline_small);
   *stream = st;
   TF_SetStatus(status, TF_OK, "");
 }

@@ -89,6 +89,8 @@ static void create_device(const SP_Platform* platform,
                    sim_strerror(err));
     return;
   }
+  /* SIMDEV_INLINE: every stream of the device inherits it. */
+  sim_device_set_inline(dev, g_config.inline_small);
   se_devices_add(ordinal, dev);
   SP_Device* d = params->device;
   d->struct_size = SP_DEVICE_STRUCT_SIZE;
