@@ -41,7 +41,8 @@ typedef struct sg_stats {
  * Returns 1 with *out (malloc'd, free() it) and *out_len when the graph
  * changed; 0 with *out = NULL when nothing did (the input stands); -1 with
  * err set (SG_EINVAL: a malformed GraphDef; SG_EINTERNAL: a pass broke an
- * invariant; SG_ENOMEM). Never returns 1 with an output holding no node.
+ * invariant, e.g. left no node, which TF would take for an empty graph;
+ * SG_ENOMEM).
  * stats may be NULL. */
 int sg_optimize(const void* in, size_t len, const sg_ctx* ctx,
                 sg_pass_mask mask, uint8_t** out, size_t* out_len,

@@ -15,13 +15,8 @@
 
 #include "graph/passes.h"
 
-typedef struct pass_def {
-  const char* name;
-  sg_pass_fn fn;
-} pass_def;
-
 /* Run order. One line per pass; the NULL line ends the table. */
-static const pass_def k_passes[] = {
+static const sg_pass_def k_passes[] = {
     {"fold_pad", sg_pass_fold_pad},
     {"remap", sg_pass_remap},
     {"elementwise", sg_pass_elementwise},
@@ -159,22 +154,29 @@ static int dangling(sg_graph* g, const sg_node** node, const char** input) {
   return count;
 }
 
-int sg_run_passes(sg_graph* g, const sg_ctx* c, sg_pass_mask mask,
-                  sg_err* err) {
+static int live_nodes(sg_graph* g) {
+  int live = 0;
+  for (int i = 0; i < sg_num_nodes(g); i++) live += !sg_node_at(g, i)->removed;
+  return live;
+}
+
+int sg_run_pass_list(sg_graph* g, const sg_ctx* c, const sg_pass_def* passes,
+                     int npasses, sg_pass_mask mask, sg_err* err) {
   const sg_node* node = NULL;
   const char* input = NULL;
   int total = 0;
   int before = -1;
-  for (int i = 0; i < sg_pass_count(); i++) {
+  const int live = live_nodes(g);
+  for (int i = 0; i < npasses && i < SG_MAX_PASSES; i++) {
     if (!(mask & ((sg_pass_mask)1 << i))) continue;
     /* Inputs that named nothing in TF's graph (there should be none) are
      * not the pass's doing: count them first. */
     if (before < 0) before = dangling(g, &node, &input);
-    int n = k_passes[i].fn(g, c, err);
+    int n = passes[i].fn(g, c, err);
     if (n < 0) {
       if (err->code == SG_OK) {
         sg_fail(err, SG_EINTERNAL, "pass %s failed without a message",
-                k_passes[i].name);
+                passes[i].name);
       }
       return -1;
     }
@@ -183,10 +185,20 @@ int sg_run_passes(sg_graph* g, const sg_ctx* c, sg_pass_mask mask,
       return sg_fail(err, SG_EINTERNAL,
                      "pass %s left %d input(s) naming no node (first: node "
                      "'%s' input '%s')",
-                     k_passes[i].name, after - before, node->name, input);
+                     passes[i].name, after - before, node->name, input);
+    }
+    /* TF takes an empty output for an empty graph: never hand one over. */
+    if (live > 0 && live_nodes(g) == 0) {
+      return sg_fail(err, SG_EINTERNAL, "pass %s removed every node",
+                     passes[i].name);
     }
     before = after;
     total += n;
   }
   return total;
+}
+
+int sg_run_passes(sg_graph* g, const sg_ctx* c, sg_pass_mask mask,
+                  sg_err* err) {
+  return sg_run_pass_list(g, c, k_passes, sg_pass_count(), mask, err);
 }

@@ -18,6 +18,7 @@
 /* cmocka.h relies on the headers above. */
 #include <cmocka.h>
 
+#include "graph/graph.h"
 #include "graph/passes.h"
 #include "graph/sg.h"
 #include "pbwire/pbwire.h"
@@ -844,6 +845,131 @@ static void driver(void** state) {
   free(in.p);
 }
 
+/* Passes of the tests' own, to drive the driver's checks. */
+static int pass_relu6(sg_graph* g, const sg_ctx* c, sg_err* err) {
+  int n = 0;
+  for (int i = 0; i < sg_num_nodes(g); i++) {
+    sg_node* node = sg_node_at(g, i);
+    if (node->removed || strcmp(node->op, "Relu") != 0) continue;
+    if (!sg_on_simdev(node) || sg_preserved(c, node->name)) continue;
+    if (sg_set_op(g, node, "Relu6", err) != 0) return -1;
+    n++;
+  }
+  return n;
+}
+static int pass_dangle(sg_graph* g, const sg_ctx* c, sg_err* err) {
+  sg_remove(g, sg_find(g, "x")); /* relu and neg still name it */
+  return 1;
+}
+static int pass_silent_failure(sg_graph* g, const sg_ctx* c, sg_err* err) {
+  return -1;
+}
+static int pass_failure(sg_graph* g, const sg_ctx* c, sg_err* err) {
+  return sg_fail(err, SG_ENOMEM, "pass_failure ran out of %s", "memory");
+}
+static int pass_wipe(sg_graph* g, const sg_ctx* c, sg_err* err) {
+  for (int i = 0; i < sg_num_nodes(g); i++) sg_remove(g, sg_node_at(g, i));
+  return sg_num_nodes(g);
+}
+
+static const sg_pass_def kFake[] = {
+    {"relu6", pass_relu6},
+    {"dangle", pass_dangle},
+    {"silent", pass_silent_failure},
+    {"failure", pass_failure},
+    {"wipe", pass_wipe},
+};
+
+/* Runs the fake passes in mask on a fresh sample graph. */
+static int run_fake(sg_pass_mask mask, const sg_ctx* c, sg_err* err,
+                    bytes* out) {
+  bytes in = sample_graph();
+  sg_graph* g = parse_ok(&in);
+  int rc = sg_run_pass_list(g, c, kFake, 5, mask, err);
+  if (out != NULL) *out = serialize(g);
+  sg_free(g);
+  free(in.p);
+  return rc;
+}
+
+static void driver_checks(void** state) {
+  (void)state;
+  sg_err err = {0};
+  bytes once;
+  /* A rewrite is counted; run again on its output, nothing is left. */
+  assert_int_equal(run_fake(0x1, NULL, &err, &once), 1);
+  sg_graph* g = parse_ok(&once);
+  assert_string_equal(sg_find(g, "relu")->op, "Relu6");
+  assert_int_equal(sg_run_pass_list(g, NULL, kFake, 5, 0x1, &err), 0);
+  sg_free(g);
+  free(once.p);
+  /* The preserve list is the pass's to honour. */
+  sg_ctx keep = {(const char* const[]){"relu"}, 1};
+  assert_int_equal(run_fake(0x1, &keep, &err, NULL), 0);
+  /* A pass leaving an input that names no node is caught, by name. */
+  err = (sg_err){0};
+  assert_int_equal(run_fake(0x3, NULL, &err, NULL), -1);
+  assert_int_equal(err.code, SG_EINTERNAL);
+  assert_non_null(strstr(err.msg, "pass dangle left 2 input(s)"));
+  assert_non_null(strstr(err.msg, "'relu' input 'x'"));
+  err = (sg_err){0};
+  assert_int_equal(run_fake(0x4, NULL, &err, NULL), -1);
+  assert_int_equal(err.code, SG_EINTERNAL);
+  assert_string_equal(err.msg, "pass silent failed without a message");
+  err = (sg_err){0};
+  assert_int_equal(run_fake(0x8, NULL, &err, NULL), -1);
+  assert_int_equal(err.code, SG_ENOMEM);
+  assert_string_equal(err.msg, "pass_failure ran out of memory");
+  err = (sg_err){0};
+  assert_int_equal(run_fake(0x10, NULL, &err, NULL), -1);
+  assert_int_equal(err.code, SG_EINTERNAL);
+  assert_string_equal(err.msg, "pass wipe removed every node");
+  /* Passes outside the mask do not run. */
+  err = (sg_err){0};
+  assert_int_equal(run_fake(0, NULL, &err, NULL), 0);
+  assert_int_equal(err.code, SG_OK);
+}
+
+static void optimize_entry(void** state) {
+  (void)state;
+  bytes in = sample_graph();
+  uint8_t* out = (uint8_t*)1;
+  size_t len = 1;
+  sg_stats st;
+  sg_err err = {0};
+  /* Nothing enabled: 0, no output, the stats filled. */
+  assert_int_equal(sg_optimize(in.p, in.len, NULL, 0, &out, &len, &st, &err),
+                   0);
+  assert_null(out);
+  assert_int_equal(len, 0);
+  assert_int_equal(st.nodes, 4);
+  assert_int_equal(st.simdev_nodes, 2);
+  assert_int_equal(st.rewrites, 0);
+  /* Every pass of this build: its output (if any) is stable. */
+  sg_pass_mask all;
+  assert_int_equal(sg_passes_parse(NULL, &all, &err), 0);
+  int rc = sg_optimize(in.p, in.len, NULL, all, &out, &len, &st, &err);
+  assert_true(rc == 0 || rc == 1);
+  if (rc == 1) {
+    uint8_t* again = NULL;
+    size_t again_len = 0;
+    assert_int_equal(
+        sg_optimize(out, len, NULL, all, &again, &again_len, NULL, &err), 0);
+    free(out);
+  }
+  /* A malformed graph: -1 and the parser's message. */
+  const uint8_t bad[] = {0x0a, 0x05, 0x0a};
+  bytes b = {(uint8_t*)bad, sizeof(bad)};
+  uint8_t* p = exact(&b);
+  assert_int_equal(sg_optimize(p, b.len, NULL, all, &out, &len, NULL, &err),
+                   -1);
+  assert_int_equal(err.code, SG_EINVAL);
+  assert_non_null(strstr(err.msg, "malformed GraphDef"));
+  assert_null(out);
+  free(p);
+  free(in.p);
+}
+
 int main(int argc, char** argv) {
   if (argc > 1 && argv[1] != NULL && argv[1][0] != '\0') {
     cmocka_set_test_filter(argv[1]);
@@ -862,6 +988,8 @@ int main(int argc, char** argv) {
       cmocka_unit_test(every_truncation),
       cmocka_unit_test(passes_grammar),
       cmocka_unit_test(driver),
+      cmocka_unit_test(driver_checks),
+      cmocka_unit_test(optimize_entry),
   };
   return cmocka_run_group_tests_name("graph", tests, NULL, NULL);
 }
