@@ -123,7 +123,11 @@ def test_optimizer_runs_on_simdev_function_each_iteration(runs):
     r = runs["frame"]
     d = r.data("simdev_function")
     assert "SIMDEV:0" in d["device"], d
-    assert "Relu" in d["post_ops"] and "BiasAdd" in d["post_ops"], d
+    # relu(bias_add(x, b)) * 2 + 1 with every pass on: remap has no
+    # contraction to fuse; elementwise makes one node of Relu, Mul, AddV2.
+    # TF ran the graph the plugin returned (optimize_func's OK path).
+    assert "_SimdevFusedElementwise" in d["post_ops"], d
+    assert "BiasAdd" in d["post_ops"] and "Relu" not in d["post_ops"], d
     # TF's meta-optimizer runs plugin optimizers on every iteration (two by
     # default), each time on the graph the previous step produced.
     assert len(d["calls"]) >= 2, f"optimize_func called {len(d['calls'])} times: {d}"
@@ -169,6 +173,7 @@ def test_passes_none_leaves_graphs_to_tf(runs):
     for nodes, on_simdev, passes in d["calls"]:
         assert passes == "none", d
     assert "SIMDEV:0" in d["device"]
+    assert "Relu" in d["post_ops"] and "_SimdevFusedElementwise" not in d["post_ops"], d
     r.assert_clean_exit()
 
 
