@@ -222,8 +222,10 @@ int sim_stream_submit(sim_stream* s, sim_work* w);
  * FP mode and done callback as if it had been submitted and the worker had
  * run it at once; items submitted meanwhile (from any thread) wait until it
  * is done. Returns 1 if it ran w (done has been called), 0 if the stream was
- * busy, w is SIM_WORK_LAZY, the caller is a device thread or inline runs
- * are off for s (sim_stream_set_inline; then submit it), SIM_EINVAL for a NULL/incomplete item. Why: a tiny kernel costs less
+ * busy, w is SIM_WORK_LAZY, the caller is a stream worker or an item
+ * running inline, or inline runs are off for s (sim_stream_set_inline;
+ * then submit it); SIM_EINVAL for a NULL/incomplete item. Why: a tiny
+ * kernel costs less
  * than the hand-off to the worker and back; a GPU driver's idle queue
  * starts a launch at once too. The caller must not hold a lock that w's run
  * or done takes. */

@@ -26,7 +26,8 @@
  * Gradient ops (ReluGrad, TanhGrad, ...) broadcast here like the others;
  * TF's own kernels for them require equal shapes (or equal element counts,
  * for TanhGrad, SigmoidGrad, SqrtGrad, RsqrtGrad: then output = input 0's
- * shape). A pass fuses them only where their operands have equal shapes.
+ * shape). simdev's elementwise pass therefore never fuses them (it cannot
+ * prove the shapes equal); the evaluator still runs them when asked.
  *
  * Thread contract: every function is reentrant; a parsed program and a plan
  * are read-only after they are made, shared by any number of threads.

@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* fused_ops entries longer than this cannot be a supported op name; the
- * message still shows them (cut). */
+/* More fused_ops entries, or more bytes of names, than these cannot be a
+ * supported fusion: refused with a count, without reading the names. */
 #define SKF_MAX_OPS 8
 #define SKF_STORAGE 512
 

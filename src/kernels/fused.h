@@ -4,11 +4,15 @@
  * _FusedDepthwiseConv2dNative (depthwise.c) with fused_ops ["BiasAdd"] or
  * ["BiasAdd", <act>], act one of Relu, Relu6, Elu, LeakyRelu, Tanh, Sigmoid.
  *
- * The epilogue y = act(y + bias[channel]) runs in the output pass of the
- * arithmetic that wrote y, on the block it just wrote while that block is
- * still in cache: sk_gemm_ep applies it to each row block right after the
- * block's OpenBLAS call (gemm.c), the depthwise loops to each output row
- * they finish. Never a second sweep over the whole output.
+ * The epilogue y = act(y + bias[channel]) runs in the same work item as
+ * the arithmetic that wrote y, on the part it just wrote: sk_gemm_ep
+ * applies it to each row block right after the block's OpenBLAS call
+ * (gemm.c), the depthwise loop to each output pixel it finishes. No second
+ * kernel, launch or pass over the whole output in general; but a row block
+ * is 1/cores of C (all of C for a product too small to split), so for
+ * _FusedMatMul and a direct (1x1, whole-image) convolution the epilogue
+ * re-reads a block that may be larger than the cache. Only the im2col
+ * path's chunks (scratch <= 4 MiB) are cache-sized.
  *
  * Numerics: the add is the one of BiasAdd's kernel (a + b in the dtype) and
  * each activation is the scalar function the unfused kernel uses

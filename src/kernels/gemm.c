@@ -16,7 +16,8 @@
  *
  * The fused ops' epilogue (fused.h: bias + activation) rides along:
  * sk_gemm_ep applies it to each block of rows right after that block's
- * OpenBLAS call, on the same thread, while the block is still in cache. The
+ * OpenBLAS call, on the same thread (in cache when the block is small: a
+ * block is 1/cores of C, fused.h says what that means). The
  * blocks are the same with or without an epilogue, so a fused product has
  * the unfused product's bits before its epilogue.
  *
@@ -34,7 +35,9 @@
 #define GEMM_PARALLEL_MNK ((int64_t)1 << 21)
 
 /* openblas_set_num_threads is in Debian's cblas.h for OpenBLAS. */
-void sk_blas_init(void) { openblas_set_num_threads(1); }
+void sk_blas_init(void) {
+  openblas_set_num_threads(1);
+}
 
 typedef struct gemm_job {
   TF_DataType dt;

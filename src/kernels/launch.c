@@ -303,7 +303,8 @@ static void free_launch(sk_launch* l) {
 }
 
 /* Reports the launch's failure to TF, releases its tensors, calls done. Runs
- * on the stream worker, or on TF's thread for launches never queued. */
+ * on the stream worker, or on TF's thread: for launches never queued, for
+ * a queued one that ran within the watch, and for inline runs. */
 static void complete(sk_launch* l) {
   if (l->code != TF_OK) {
     TF_SetStatus(l->st, l->code, l->msg);
