@@ -33,7 +33,8 @@
  * cannot create a cycle (a path leaving the tree and coming back would have
  * to leave through the root, and existed before). The kernel evaluates each
  * op with the scalar functions of simdev's unfused kernels, in T, so the
- * fused result equals the unfused one bit for bit.
+ * fused result equals the unfused one bit for bit (one unexplained
+ * exception, a whole MobileNetV2 step: docs/graph-optimizer.md).
  *
  * The kernel's limits (inputs, ops, stack depth) are met by cutting: trees
  * are packed bottom-up, and when a subtree exceeds a limit its largest

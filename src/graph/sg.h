@@ -88,8 +88,8 @@ const char* sg_unique_name(sg_graph* g, const char* base);
 /* All strings passed in are copied into g's arena (they may point into g).
  * A new node with no inputs or attrs, written after the input's last node;
  * NULL with err set on ENOMEM, or SG_EINTERNAL if a live node has that name
- * (a removed node's name may be reused: a fused node takes the name of the
- * pattern's last node, removed first). */
+ * (a removed node's name may be reused). simdev's passes rewrite in place
+ * and do not call it today; it is here for passes that add nodes. */
 sg_node* sg_add_node(sg_graph* g, const char* name, const char* op,
                      const char* device, sg_err* err);
 void sg_remove(sg_graph* g, sg_node* n);

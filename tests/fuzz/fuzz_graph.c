@@ -89,8 +89,11 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CHECK(sg_passes_parse(NULL, &all, &err) == 0);
   sg_stats st;
   int rc = sg_optimize_graph(g, &ctx, all, &out, &len, &st, &err);
-  /* A pass may refuse (SG_EINTERNAL names the pass), never misbehave. */
+  /* A failure always says why. */
   CHECK(rc >= 0 || err.code != SG_OK);
+  /* A pass that dangles an input or wipes the graph: the driver's
+   * Internal error. Never acceptable, whatever the input. */
+  CHECK(err.code != SG_EINTERNAL);
   if (rc == 1) {
     /* The output parses, and the passes have nothing left to do on it. */
     uint8_t* again = NULL;
