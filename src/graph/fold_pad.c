@@ -127,14 +127,6 @@ static bool const_is_zero(const sg_node* n, int dtype) {
 
 /* ---- the pattern -------------------------------------------------------- */
 
-static int num_data_inputs(const sg_node* n) {
-  int k = 0;
-  while (k < n->ninputs && n->inputs[k][0] != '^') k++;
-  for (int i = k; i < n->ninputs; i++)
-    if (n->inputs[i][0] != '^') return -1; /* data after control: unfamiliar */
-  return k;
-}
-
 /* The node behind data input i of n when it is output 0 of a live node. */
 static sg_node* producer(const sg_graph* g, const sg_node* n, int i) {
   sg_ref r = sg_input(g, n, i);
@@ -186,7 +178,7 @@ static bool consumers(sg_graph* g, const sg_node* p, int t, sg_node** c,
     bool forward = false;
     int tu;
     if (use[i].input != 0 || foldable_inputs(u, &forward) < 0 ||
-        num_data_inputs(u) != foldable_inputs(u, &forward) ||
+        sg_num_data_inputs(u) != foldable_inputs(u, &forward) ||
         !sg_on_simdev(u) || strcmp(u->device, p->device) != 0 ||
         !sg_attr_type(u, "T", &tu) || tu != t)
       return false;
@@ -234,7 +226,7 @@ static int try_fold(sg_graph* g, const sg_ctx* ctx, sg_node* p, sg_err* err) {
   bool v2 = strcmp(p->op, "PadV2") == 0;
   int t, pdata = v2 ? 3 : 2;
   if ((!v2 && strcmp(p->op, "Pad") != 0) || !sg_on_simdev(p) ||
-      sg_preserved(ctx, p->name) || num_data_inputs(p) != pdata ||
+      sg_preserved(ctx, p->name) || sg_num_data_inputs(p) != pdata ||
       !sg_attr_type(p, "T", &t))
     return 0;
   if (v2) {

@@ -763,3 +763,11 @@ bool sg_preserved(const sg_ctx* c, const char* name) {
 bool sg_on_simdev(const sg_node* n) {
   return strstr(n->device, "/device:SIMDEV:") != NULL;
 }
+
+int sg_num_data_inputs(const sg_node* n) {
+  int k = 0;
+  while (k < n->ninputs && n->inputs[k][0] != '^') k++;
+  for (int i = k; i < n->ninputs; i++)
+    if (n->inputs[i][0] != '^') return -1;
+  return k;
+}

@@ -89,14 +89,6 @@ static enum contraction contraction_kind(const sg_node* n) {
   return C_NONE;
 }
 
-/* Data inputs come before control inputs in a NodeDef. */
-static int num_data_inputs(const sg_node* n) {
-  int k = 0;
-  while (k < n->ninputs && n->inputs[k][0] != '^') k++;
-  for (int i = k; i < n->ninputs; i++)
-    if (n->inputs[i][0] != '^') return -1; /* data after control: unfamiliar */
-  return k;
-}
 
 /* n's only consumer is input 0 of `consumer`: one data use in all, no
  * control use. */
@@ -127,7 +119,7 @@ static bool dtype_ok(enum contraction kind, int dtype) {
 /* The contraction's own conditions: op, inputs, attributes, dtype. */
 static bool contraction_ok(const sg_node* c, enum contraction kind, int dtype) {
   int t;
-  if (num_data_inputs(c) != 2 || !sg_attr_type(c, "T", &t) || t != dtype)
+  if (sg_num_data_inputs(c) != 2 || !sg_attr_type(c, "T", &t) || t != dtype)
     return false;
   if (kind == C_MATMUL) return true;
   char pad[16];
@@ -151,7 +143,7 @@ static bool match_from_bias(sg_graph* g, const sg_ctx* ctx, sg_node* b,
                             sg_node* a, match* m) {
   int t;
   if (strcmp(b->op, "BiasAdd") != 0 || !sg_on_simdev(b) ||
-      num_data_inputs(b) != 2 || !sg_attr_type(b, "T", &t))
+      sg_num_data_inputs(b) != 2 || !sg_attr_type(b, "T", &t))
     return false;
   sg_ref r = sg_input(g, b, 0);
   sg_node* c = r.node;
@@ -189,7 +181,7 @@ static bool match_from_bias(sg_graph* g, const sg_ctx* ctx, sg_node* b,
 
 static bool match_from_activation(sg_graph* g, const sg_ctx* ctx, sg_node* a,
                                   match* m) {
-  if (activation_of(a) == NULL || !sg_on_simdev(a) || num_data_inputs(a) != 1)
+  if (activation_of(a) == NULL || !sg_on_simdev(a) || sg_num_data_inputs(a) != 1)
     return false;
   sg_ref r = sg_input(g, a, 0);
   if (r.node == NULL || r.node->removed || r.port != 0) return false;

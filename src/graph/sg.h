@@ -104,6 +104,9 @@ typedef struct sg_ref {
   sg_node* node; /* NULL if the name is not in the graph */
   int port;      /* output index; -1 for a control input */
 } sg_ref;
+/* How many data inputs n has (they come first), or -1 if a data input
+ * follows a control input (not a NodeDef TF writes: passes leave it alone). */
+int sg_num_data_inputs(const sg_node* n);
 /* Resolves n->inputs[i] to a live node (NULL if none has that name, or i
  * is out of range). */
 sg_ref sg_input(const sg_graph* g, const sg_node* n, int i);
