@@ -175,7 +175,7 @@ static void count_uses(ew_pass* p) {
  * all scalars. Anything else counts as "not known to be a scalar". The proof
  * only decides where trees are cut, never whether a rewrite is correct: a
  * wrong answer would cost speed, not results. */
-enum { EW_S_TODO = 0, EW_S_YES = 1, EW_S_NO = 2, EW_S_BUSY = 3 };
+enum { EW_S_UNSEEN = 0, EW_S_YES = 1, EW_S_NO = 2, EW_S_BUSY = 3 };
 
 /* A serialized TensorShapeProto: every dimension known and 1 (rank 0
  * included). dim = 2 (Dim: size = 1), unknown_rank = 3. */
@@ -260,13 +260,13 @@ static int scalar_leaf(ew_pass* p, sg_node* n) {
  * own inputs are being walked (a cycle: while loops) is not a scalar. */
 static bool is_scalar(ew_pass* p, int i) {
   size_t top = 0;
-  if (p->scalar[i] != EW_S_TODO && p->scalar[i] != EW_S_BUSY)
+  if (p->scalar[i] != EW_S_UNSEEN && p->scalar[i] != EW_S_BUSY)
     return p->scalar[i] == EW_S_YES;
   p->sstack[top++] = i;
   while (top > 0) {
     int t = p->sstack[top - 1];
     sg_node* n = sg_node_at(p->g, t);
-    if (p->scalar[t] == EW_S_TODO) {
+    if (p->scalar[t] == EW_S_UNSEEN) {
       if (!scalar_propagates(n)) {
         p->scalar[t] = (int8_t)scalar_leaf(p, n);
         --top;
@@ -276,7 +276,7 @@ static bool is_scalar(ew_pass* p, int i) {
       for (int k = 0; k < n->ninputs; ++k) {
         sg_ref r = sg_input(p->g, n, k);
         if (r.port < 0 || r.node == NULL) continue;
-        if (p->scalar[r.node->index] == EW_S_TODO && top < p->sstack_cap)
+        if (p->scalar[r.node->index] == EW_S_UNSEEN && top < p->sstack_cap)
           p->sstack[top++] = r.node->index;
       }
       continue;
