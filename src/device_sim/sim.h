@@ -73,6 +73,13 @@ typedef struct sim_config {
    * when it is 1 the other variables are not read, so a broken setting can
    * be switched off with it. */
   int disabled;
+  /* SIMDEV_TRACE, a file path, default unset (""): record everything from
+   * start-up and write it as Chrome trace-event JSON at exit
+   * (src/profiler/). The plugin checks at start-up that it can write it. */
+  char trace_path[4096];
+  /* SIMDEV_TRACE_EVENTS, 1024..SIM_TRACE_MAX_RECORDS, default
+   * SIM_TRACE_DEFAULT_RECORDS: records kept per stream ring. */
+  uint32_t trace_records;
 } sim_config;
 
 /* Reads SIMDEV_* variables into *cfg (defaults for unset ones). On a bad
@@ -197,12 +204,30 @@ enum sim_work_flags {
   SIM_WORK_LAZY = 1u << 1,
 };
 
+/* What the recorder (sim_trace_*, below) needs to know about an item. The
+ * submitter sets kind, name, type and bytes (all 0 = SIM_TRACE_OTHER with
+ * no name: fine for items nobody profiles); device_sim's own items (copies,
+ * memsets, events, waits, callbacks, timers) set theirs. The stream fills
+ * the rest at submit when tracing is on; nobody reads it when it is off. */
+typedef struct sim_work_trace {
+  uint32_t kind;  /* sim_trace_kind; 0 = SIM_TRACE_OTHER */
+  uint32_t name;  /* sim_trace_intern id: a kernel's node name; 0 = none */
+  uint32_t type;  /* sim_trace_intern id: a kernel's op type; 0 = none */
+  uint32_t peer;  /* waits: sim_trace_stream_key of the stream waited for */
+  uint64_t bytes; /* copies and memsets: payload bytes */
+  /* Filled by sim_stream_submit / sim_stream_run_inline when tracing is on: */
+  uint64_t id;     /* correlation id, process-wide, from 1; 0 = not traced */
+  uint64_t enq_ns; /* sim_now_ns() at submit */
+  int32_t enq_tid; /* Linux thread id of the submitter */
+} sim_work_trace;
+
 struct sim_work {
   sim_work* next; /* queue link; owned by the stream while queued */
   sim_work_run_fn run;
   sim_work_done_fn done;
   uint32_t flags;
   const char* label; /* for error messages and debugging; static string */
+  sim_work_trace trace;
 };
 
 /* Creates a stream and starts its worker thread (named "simdev<d>-s<n>"). */
@@ -311,6 +336,138 @@ int sim_timer_stop(sim_timer* t, sim_stream* s);
 /* Nanoseconds between the start and stop items. Blocks until the stop item
  * has run if it is queued; SIM_ENOTREADY if start/stop were never enqueued. */
 int sim_timer_elapsed_ns(sim_timer* t, uint64_t* ns);
+
+/* ---------------------------------------------------------------- tracing */
+
+/* A recorder of what the devices do, for profilers: src/profiler/ turns a
+ * snapshot into Chrome trace-event JSON (SIMDEV_TRACE) and into TensorFlow's
+ * XSpace (TF_InitProfiler). Off by default; off, it costs each work item one
+ * predictable branch (a relaxed load of one flag).
+ *
+ * On, every item a stream runs, or drains because the stream failed, becomes
+ * one sim_trace_rec in that stream's ring, written by the thread that ran it
+ * (the worker, or the submitter for an inline run); every device allocation
+ * and free becomes one sim_trace_mem in its device's ring. A full ring
+ * overwrites its oldest record and counts it in `dropped`: recording never
+ * blocks and never grows past its capacity. Rings outlive their stream or
+ * device (a profile is read after the work ran) until the next
+ * sim_trace_start that finds no consumer active, or sim_trace_reset.
+ *
+ * Times are CLOCK_MONOTONIC nanoseconds (sim_now_ns). All functions are
+ * thread-safe. */
+
+typedef enum sim_trace_kind {
+  SIM_TRACE_OTHER = 0,         /* submitted without trace info */
+  SIM_TRACE_KERNEL = 1,        /* name = node name, type = op type */
+  SIM_TRACE_MEMCPY_H2D = 2,    /* sim_memcpy_async: the direction comes from */
+  SIM_TRACE_MEMCPY_D2H = 3,    /* sim_mem_contains on dst and src */
+  SIM_TRACE_MEMCPY_D2D = 4,
+  SIM_TRACE_MEMCPY_H2H = 5,
+  SIM_TRACE_MEMSET = 6,
+  SIM_TRACE_EVENT_RECORD = 7,
+  SIM_TRACE_EVENT_WAIT = 8,    /* peer = the stream the event was recorded on;
+                                  start..end is the time the stream waited */
+  SIM_TRACE_STREAM_WAIT = 9,   /* sim_stream_wait_stream: peer = `other` */
+  SIM_TRACE_HOST_CALLBACK = 10,
+  SIM_TRACE_TIMER = 11,
+  SIM_TRACE_KIND_COUNT
+} sim_trace_kind;
+
+/* Static name of a kind ("kernel", "memcpy_h2d", ...); never NULL. */
+const char* sim_trace_kind_name(int kind);
+
+/* Default and limits of the per-stream ring (SIMDEV_TRACE_EVENTS). */
+#define SIM_TRACE_DEFAULT_RECORDS 65536u
+#define SIM_TRACE_MAX_RECORDS (16u * 1024u * 1024u)
+
+enum sim_trace_rec_flags {
+  SIM_TRACE_INLINE = 1u << 0, /* ran on the submitter's thread */
+};
+
+typedef struct sim_trace_rec {
+  uint64_t id;       /* sim_work_trace.id */
+  uint64_t enq_ns;   /* submitted */
+  uint64_t start_ns; /* run began (drained items: start == end) */
+  uint64_t end_ns;   /* run and done returned */
+  uint64_t bytes;
+  uint32_t kind, name, type, peer; /* as in sim_work_trace */
+  int32_t enq_tid;
+  int32_t status; /* what run returned; SIM_ESTREAM if drained */
+  uint32_t flags; /* sim_trace_rec_flags */
+} sim_trace_rec;
+
+typedef struct sim_trace_mem {
+  uint64_t ns;
+  uint64_t addr;
+  uint64_t bytes;    /* usable size allocated or freed; requested if failed */
+  uint64_t in_use;   /* the device's bytes_in_use after this */
+  int32_t tid;
+  int32_t op;        /* 1 alloc, -1 free, 0 failed alloc */
+} sim_trace_mem;
+
+/* One stream's records in a snapshot, oldest first (ascending start_ns). */
+typedef struct sim_trace_stream {
+  int device;       /* ordinal */
+  int stream;       /* id on the device: the worker is "simdev<d>-s<n>" */
+  uint32_t key;     /* sim_trace_stream_key(device, stream) */
+  int alive;        /* 0: the stream was destroyed since */
+  uint64_t dropped; /* records overwritten since recording started */
+  size_t count;
+  sim_trace_rec* recs;
+} sim_trace_stream;
+
+typedef struct sim_trace_device {
+  int device;
+  uint64_t dropped; /* memory records overwritten */
+  size_t count;
+  sim_trace_mem* mem; /* ascending ns */
+} sim_trace_device;
+
+typedef struct sim_trace_snapshot {
+  uint64_t begin_ns, end_ns; /* the window asked for */
+  /* CLOCK_REALTIME minus CLOCK_MONOTONIC, in ns, read when the snapshot was
+   * taken: TensorFlow's profiler stamps its events with the wall clock. */
+  int64_t realtime_offset_ns;
+  size_t nstreams; /* ordered by device, then stream id */
+  sim_trace_stream* streams;
+  size_t ndevices; /* ordered by ordinal */
+  sim_trace_device* devices;
+} sim_trace_snapshot;
+
+/* (device << 16 | stream) + 1: never 0, so 0 can mean "none". */
+static inline uint32_t sim_trace_stream_key(int device, int stream) {
+  return (((uint32_t)device << 16) | ((uint32_t)stream & 0xffffu)) + 1u;
+}
+
+/* A consumer starts recording; recording goes on until every start has its
+ * stop. ring_records is the per-stream capacity (0: the default; must be
+ * <= SIM_TRACE_MAX_RECORDS, else SIM_EINVAL); it takes effect for rings
+ * created from now on. The first start while no consumer is active clears
+ * the rings left from before. SIM_ENOMEM if rings cannot be allocated. */
+int sim_trace_start(uint32_t ring_records);
+void sim_trace_stop(void);
+/* 1 while at least one consumer records. */
+int sim_trace_active(void);
+
+/* Copies every record with start_ns (mem: ns) in [begin_ns, end_ns] (end_ns
+ * 0: up to now), whether recording is on or not. *out is freed with
+ * sim_trace_snapshot_free. SIM_ENOMEM. */
+int sim_trace_snapshot_take(uint64_t begin_ns, uint64_t end_ns,
+                            sim_trace_snapshot** out);
+void sim_trace_snapshot_free(sim_trace_snapshot* snap);
+
+/* Interns s (copied) and returns its id, >= 1; equal strings get one id.
+ * 0 for NULL or when the table is full or out of memory (the record then
+ * just has no name). Meant for construction time (a kernel's name, once),
+ * not per item: it takes a lock. */
+uint32_t sim_trace_intern(const char* s);
+/* The string of id; "" for 0 or an unknown id. Valid until sim_trace_reset. */
+const char* sim_trace_name(uint32_t id);
+
+/* Frees every ring and interned string. Only with no consumer active and
+ * no stream or device alive (tests, end of a harness run); SIM_EINVAL
+ * otherwise. */
+int sim_trace_reset(void);
 
 /* ---------------------------------------------------------- parallel for */
 
