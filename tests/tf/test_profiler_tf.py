@@ -565,12 +565,12 @@ PROBE_MODES = ("ok", "garbage", "padded", "truncated", "error", "start_error")
 
 
 @pytest.fixture(scope="module")
-def probe(run_tf, tmp_path_factory):
+def probe_lib(tmp_path_factory):
+    """tests/tf/profiler_probe.c built against the wheel's headers."""
     cc = shutil.which("cc")
     if cc is None:
         pytest.fail("cc not found: the probe plugin is built with it")
-    out = tmp_path_factory.mktemp("probe")
-    lib = out / "libsimdev_profiler_probe.so"
+    lib = tmp_path_factory.mktemp("probe_lib") / "libsimdev_profiler_probe.so"
     src = os.path.join(os.path.dirname(__file__), "profiler_probe.c")
     tfd = tf_dir()
     p = subprocess.run(
@@ -579,7 +579,14 @@ def probe(run_tf, tmp_path_factory):
          str(lib), src, os.path.join(tfd, "libtensorflow_framework.so.2"),
          "-Wl,--no-undefined"], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    r = run_tf(PROBE, env={"PROBE_LIB": str(lib), "PROFILE_LOGDIR": str(out)})
+    return lib
+
+
+@pytest.fixture(scope="module")
+def probe(run_tf, probe_lib, tmp_path_factory):
+    out = tmp_path_factory.mktemp("probe")
+    r = run_tf(PROBE, env={"PROBE_LIB": str(probe_lib),
+                           "PROFILE_LOGDIR": str(out)})
     r.assert_clean_exit()
     return r, out
 
@@ -623,6 +630,29 @@ def test_tf_load_calls_init_then_destroys_copies(probe):
     assert tid_of(log["load"], "PROBE init") == main
     assert "struct_size=64 version=0.0.1" in \
         [l for l in log["load"] if l.startswith("PROBE init")][0]
+    # Nor at exit: the factory is never destroyed.
+    assert calls(log["end"]) == [], log["end"]
+
+
+INIT_ERROR = r'''
+import os
+import tensorflow as tf
+from tensorflow.python.framework import load_library
+load_library.load_pluggable_device_library(os.environ["PROBE_LIB"])
+print("NOT REACHED", flush=True)
+'''
+
+
+def test_tf_aborts_on_a_failed_init(run_tf, probe_lib):
+    """An error from TF_InitProfiler is a CHECK failure in TF's plugin
+    loader: the process aborts (at `import tensorflow` for a plugin in
+    tensorflow-plugins/)."""
+    r = run_tf(INIT_ERROR, env={"PROBE_LIB": str(probe_lib),
+                                "PROBE_MODE": "init_error"})
+    assert r.returncode == -6, r.describe()  # SIGABRT
+    assert "NOT REACHED" not in r.stdout
+    assert "Check failed" in r.stderr, r.describe()
+    assert "probe: TF_InitProfiler failed on purpose" in r.stderr, r.describe()
 
 
 def test_tf_drives_start_stop_collect(probe, xplane_pb2):
