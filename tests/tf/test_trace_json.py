@@ -131,10 +131,11 @@ def assert_well_formed(t):
 # ---- (a) the C driver -----------------------------------------------------
 ODD = 'odd "name"\\\t\u00e9'
 DRIVER_STREAMS = {
-    "simdev0-s0": [("MemcpyH2D", "memcpy_h2d"),
+    "simdev0-s0": [("drv/gate", "kernel"), ("MemcpyH2D", "memcpy_h2d"),
                    ("model/dense/MatMul", "kernel"),
                    ("model/dense/BiasAdd", "kernel"),
                    ("EventRecord", "event_record"),
+                   ("EventRecord", "event_record"),  # of the StreamWait
                    ("sub/k0", "kernel"), ("sub/k1", "kernel"),
                    ("sub/k2", "kernel")],
     "simdev0-s1": [("EventWait", "event_wait"), (ODD, "kernel"),
@@ -144,7 +145,7 @@ DRIVER_STREAMS = {
     "simdev1-s0": [("dev1/Mul", "kernel"), ("dev1/fail", "kernel"),
                    ("dev1/drained", "kernel")],
 }
-OP_TYPES = {"model/dense/MatMul": "MatMul", "model/dense/BiasAdd": "BiasAdd",
+OP_TYPES = {"drv/gate": "Gate", "model/dense/MatMul": "MatMul", "model/dense/BiasAdd": "BiasAdd",
             ODD: "Relu", "sub/k0": "Sub", "sub/k1": "Sub", "sub/k2": "Sub",
             "dev1/Mul": "Mul", "dev1/fail": "Fail", "dev1/drained": "Drained"}
 
@@ -209,7 +210,7 @@ def test_driver_json_exact(driver_run):
     assert {s["name"] for s in t.submits} == {
         "submit " + n for v in DRIVER_STREAMS.values() for n, _ in v}
     # Correlation ids grow in submit order on one thread.
-    main_ids = [e["args"]["correlation_id"] for e in t.track("simdev0-s0")[:4]]
+    main_ids = [e["args"]["correlation_id"] for e in t.track("simdev0-s0")[:6]]
     assert main_ids == sorted(main_ids)
     # Memory: the driver's one 4096-byte allocation and its free.
     mem = [c["args"]["bytes"] for c in t.counters
