@@ -311,7 +311,8 @@ tf.config.set_soft_device_placement(False)
 def step(x, w):
     y = tf.matmul(x, w, name="trace_mm")
     y = tf.nn.relu(y, name="trace_relu")
-    y = tf.math.multiply(y, y, name="trace_sq")
+    y = tf.math.multiply(y, x, name="trace_scale")  # (y * y: Grappler
+                                                    # makes it a Square)
     return tf.reduce_sum(y, name="trace_total")
 
 with tf.device("/device:SIMDEV:0"):
@@ -327,7 +328,7 @@ def _():
             "ref": float(ref),
             "nodes": [(n.name, n.op) for n in cf.graph.as_graph_def().node]}
 """
-KERNELS = {"trace_mm": "MatMul", "trace_relu": "Relu", "trace_sq": "Mul",
+KERNELS = {"trace_mm": "MatMul", "trace_relu": "Relu", "trace_scale": "Mul",
            "trace_total": "Sum"}
 
 
@@ -350,8 +351,8 @@ def test_tf_graph_trace(run_tf, tmp_path):
     kernels = collections.Counter(
         (e["name"], e["args"].get("op_type")) for runs in t.runs.values()
         for e in runs if e["cat"] == "kernel")
-    for name, op in KERNELS.items():
-        assert kernels[(name, op)] == 1, (name, kernels)
+    # Exactly the graph's kernels, each once (its one run).
+    assert kernels == collections.Counter(KERNELS.items()), kernels
     # Copies of the two inputs to the device, before the graph ran.
     h2d = [e for e in t.runs.get((1000, 0), []) + t.runs.get((1000, 1), [])
            + t.runs.get((1000, 2), []) + t.runs.get((1000, 3), [])
@@ -408,9 +409,17 @@ def test_tf_tiny_ring(run_tf, tmp_path):
     adds = [e for e in runs if e["args"].get("op_type") == "AddV2"]
     assert dropped + len(adds) >= 1500
     assert t.other["simdev_dropped_records"] >= dropped
-    # The newest survive: the last record on the stream is an AddV2 (the
-    # read-back copy runs on another stream, if on this one it is last).
-    assert adds and runs.index(adds[-1]) >= len(runs) - 2
+    # The oldest went: each dropped record took a correlation id (ids are
+    # process-wide, from 1, in submit order) before every kept one, so the
+    # smallest kept id is above the dropped count. Had the ring kept its
+    # first records instead, the stream's first item (id of a few) would
+    # be there.
+    ids = [e["args"]["correlation_id"] for e in runs]
+    assert min(ids) > dropped, (min(ids), dropped)
+    # The adds come from one thread, one after the other: run order is
+    # their submit order.
+    add_ids = [e["args"]["correlation_id"] for e in adds]
+    assert add_ids == sorted(add_ids)
 
 
 # ---- (e) the conformance harness -----------------------------------------
