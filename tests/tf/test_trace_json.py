@@ -124,8 +124,8 @@ def assert_well_formed(t):
     for s in t.flow_s:
         assert s["pid"] == 1 and (1, s["tid"]) in t.thread
     assert t.other["simdev_dropped_events"] == (
-        t.other["simdev_dropped_records"] +
-        t.other["simdev_dropped_memory_records"])
+        sum(t.other["simdev_dropped_by_stream"].values()) +
+        sum(t.other["simdev_dropped_by_device"].values()))
 
 
 # ---- (a) the C driver -----------------------------------------------------
@@ -288,8 +288,9 @@ def test_driver_overflow(tmp_path, xplane_pb2):
     assert_well_formed(t)
     runs = t.track("simdev0-s0")
     assert [e["name"] for e in runs] == [f"k{i}" for i in range(476, 1500)]
-    assert t.other["simdev_dropped_records"] == 476
     assert t.other["simdev_dropped_by_stream"] == {"simdev0-s0": 476}
+    assert t.other["simdev_dropped_by_device"] == {}  # no memory records
+    assert t.other["simdev_dropped_events"] == 476
     xs = xplane_pb2.XSpace.FromString(pb)
     (plane,) = xs.planes
     (line,) = plane.lines
@@ -297,8 +298,7 @@ def test_driver_overflow(tmp_path, xplane_pb2):
     assert plane.event_metadata[line.events[0].metadata_id].name == "k476"
     smeta = {k: v.name for k, v in plane.stat_metadata.items()}
     pstats = {smeta[s.metadata_id]: s.int64_value for s in plane.stats}
-    assert pstats["dropped_events"] == 476 + t.other[
-        "simdev_dropped_memory_records"]
+    assert pstats["dropped_events"] == 476
 
 
 # ---- (b)-(d) SIMDEV_TRACE with TensorFlow -------------------------------
@@ -408,7 +408,7 @@ def test_tf_tiny_ring(run_tf, tmp_path):
     dropped = t.other["simdev_dropped_by_stream"][label]
     adds = [e for e in runs if e["args"].get("op_type") == "AddV2"]
     assert dropped + len(adds) >= 1500
-    assert t.other["simdev_dropped_records"] >= dropped
+    assert t.other["simdev_dropped_events"] >= dropped
     # The oldest went: each dropped record took a correlation id (ids are
     # process-wide, from 1, in submit order) before every kept one, so the
     # smallest kept id is above the dropped count. Had the ring kept its
