@@ -1,5 +1,6 @@
-"""The plugin's ELF interface: only the three entry points TF looks up with
-dlsym are exported (SE_InitPlugin, TF_InitKernel, TF_InitGraph), and
+"""The plugin's ELF interface: only the four entry points TF looks up with
+dlsym are exported (SE_InitPlugin, TF_InitKernel, TF_InitGraph,
+TF_InitProfiler), and
 jemalloc is linked in privately (no libjemalloc dependency, none of its
 symbols visible to TF or to other plugins).
 
@@ -13,7 +14,8 @@ import sys
 
 import pytest
 
-ENTRY_POINTS = {"SE_InitPlugin", "TF_InitKernel", "TF_InitGraph"}
+ENTRY_POINTS = {"SE_InitPlugin", "TF_InitKernel", "TF_InitGraph",
+                "TF_InitProfiler"}
 # Symbols the linker itself may define in a shared object.
 LINKER_SYMBOLS = {"_init", "_fini", "_edata", "_end", "__bss_start",
                   "__bss_start__", "__bss_end__", "_bss_end__", "__end__"}
@@ -108,6 +110,18 @@ def test_needed_has_no_jemalloc(lib):
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
     assert needed, f"no DT_NEEDED entries parsed from readelf:\n{out}"
     assert not [n for n in needed if "jemalloc" in n], needed
+
+
+def test_needed_has_no_libtensorflow_cc(lib):
+    """TF_InitGraph and TF_InitProfiler live beside code of
+    libtensorflow_cc.so.2 but the plugin does not link it: TF_SetStatus and
+    the kernel API come from libtensorflow_framework.so.2, and
+    src/graph/plugin.c looks its two libtensorflow_cc functions up at run
+    time."""
+    out = run(tool("readelf"), "-d", lib)
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+    assert "libtensorflow_framework.so.2" in needed, needed
+    assert not [n for n in needed if "tensorflow_cc" in n], needed
 
 
 def test_ldd_has_no_jemalloc(lib):
