@@ -267,6 +267,10 @@ void* sim_mem_alloc(sim_device* dev, uint64_t size) {
       a->stats.peak_bytes_in_use = a->stats.bytes_in_use;
     if (usable > a->stats.largest_alloc) a->stats.largest_alloc = usable;
   }
+  /* Under the lock, so a device's records are in the order of in_use. */
+  if (sim_trace_on())
+    sim_trace_mem_op(dev, p ? 1 : 0, p, p ? usable : size,
+                     a->stats.bytes_in_use);
   sim_unlock(&a->lock);
   return p;
 }
@@ -284,6 +288,8 @@ void sim_mem_free(sim_device* dev, void* p) {
   SIM_CHECK(a->stats.bytes_in_use >= usable);
   a->stats.bytes_in_use -= usable;
   a->stats.num_frees++;
+  if (sim_trace_on())
+    sim_trace_mem_op(dev, -1, p, usable, a->stats.bytes_in_use);
   sim_unlock(&a->lock);
 }
 

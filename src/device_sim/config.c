@@ -40,6 +40,25 @@ static int parse_u64(const char* name, uint64_t lo, uint64_t hi, uint64_t* out,
   return SIM_OK;
 }
 
+/* SIMDEV_TRACE: a path, not opened here (the plugin checks at start-up that
+ * it can write it). Set but empty, or too long for trace_path, is an error:
+ * an empty value is more likely a broken script than a wish for no trace. */
+static int parse_path(const char* name, char* out, size_t out_len, char* msg,
+                      size_t msg_len) {
+  const char* v = getenv(name);
+  out[0] = '\0';
+  if (v == NULL) return SIM_OK;
+  size_t n = strlen(v);
+  if (n == 0 || n >= out_len) {
+    snprintf(msg, msg_len,
+             "invalid %s=\"%.64s%s\": expected a file path of 1 to %zu bytes",
+             name, v, n > 64 ? "..." : "", out_len - 1);
+    return SIM_EINVAL;
+  }
+  memcpy(out, v, n + 1);
+  return SIM_OK;
+}
+
 int sim_config_from_env(sim_config* cfg, char* msg, size_t msg_len) {
   if (cfg == NULL || msg == NULL || msg_len == 0) return SIM_EINVAL;
   msg[0] = '\0';
@@ -47,7 +66,10 @@ int sim_config_from_env(sim_config* cfg, char* msg, size_t msg_len) {
   int err = parse_u64("SIMDEV_DISABLE", 0, 1, &disabled, msg, msg_len);
   if (err != SIM_OK) return err;
   if (disabled) {
-    *cfg = (sim_config){.device_count = 0, .memory_mb = 0, .disabled = 1};
+    *cfg = (sim_config){.device_count = 0,
+                        .memory_mb = 0,
+                        .disabled = 1,
+                        .trace_records = SIM_TRACE_DEFAULT_RECORDS};
     return SIM_OK;
   }
   err = parse_u64("SIMDEV_DEVICE_COUNT", 1, SIM_MAX_DEVICES, &count, msg,
@@ -60,7 +82,15 @@ int sim_config_from_env(sim_config* cfg, char* msg, size_t msg_len) {
     err = parse_u64("SIMDEV_UNSAFE_EARLY_COMPLETION", 0, 1, &early, msg,
                     msg_len);
   if (err == SIM_OK) err = parse_u64("SIMDEV_INLINE", 0, 1, &inl, msg, msg_len);
+  uint64_t records = SIM_TRACE_DEFAULT_RECORDS;
+  if (err == SIM_OK)
+    err = parse_u64("SIMDEV_TRACE_EVENTS", 1024, SIM_TRACE_MAX_RECORDS,
+                    &records, msg, msg_len);
+  if (err == SIM_OK)
+    err = parse_path("SIMDEV_TRACE", cfg->trace_path, sizeof(cfg->trace_path),
+                     msg, msg_len);
   if (err != SIM_OK) return err;
+  cfg->trace_records = (uint32_t)records;
   cfg->device_count = (int)count;
   cfg->memory_mb = mb;
   cfg->sync_launch = (int)sync;

@@ -28,6 +28,12 @@ int sim_device_create(int ordinal, uint64_t memory_mb, sim_device** out) {
     free(dev);
     return err;
   }
+  err = sim_trace_device_born(dev);
+  if (err != SIM_OK) {
+    sim_arena_destroy(dev->arena);
+    free(dev);
+    return err;
+  }
   SIM_CHECK_PT(pthread_mutex_init(&dev->streams_lock, NULL));
   sim_mapped_init(dev);
   *out = dev;
@@ -46,6 +52,7 @@ void sim_device_destroy(sim_device* dev) {
     sim_stream_destroy(s);
   }
   sim_arena_destroy(dev->arena);
+  sim_trace_device_gone(dev);
   sim_mapped_destroy(dev);
   SIM_CHECK_PT(pthread_mutex_destroy(&dev->streams_lock));
   free(dev);

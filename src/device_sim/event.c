@@ -19,9 +19,10 @@
 #include "sim_internal.h"
 
 typedef struct marker {
-  int refs;   /* event's `last` + queued items + host waiters */
-  int done;   /* the record has run */
-  int failed; /* ... on a stream in error */
+  int refs;            /* event's `last` + queued items + host waiters */
+  int done;            /* the record has run */
+  int failed;          /* ... on a stream in error */
+  uint32_t stream_key; /* sim_trace_stream_key of the recording stream */
 } marker;
 
 struct sim_event {
@@ -124,6 +125,8 @@ int sim_event_record(sim_event* e, sim_stream* s) {
     free(m);
     return SIM_ENOMEM;
   }
+  it->w.trace.kind = SIM_TRACE_EVENT_RECORD;
+  m->stream_key = sim_trace_stream_key(s->dev->ordinal, s->id);
   sim_lock(&e->lock);
   m->refs = 2; /* e->last and the record item */
   if (e->last != NULL) marker_unref(e->last);
@@ -145,10 +148,13 @@ static int run_wait(sim_work* w, char* msg, size_t len) {
   return SIM_OK;
 }
 
-int sim_stream_wait_event(sim_stream* s, sim_event* e) {
+/* sim_stream_wait_event, recorded as `kind` (an event wait, or the wait of
+ * sim_stream_wait_stream) with the recording stream as its peer. */
+static int wait_event(sim_stream* s, sim_event* e, uint32_t kind) {
   if (e == NULL || s == NULL) return SIM_EINVAL;
   event_item* it = event_item_new(s, e, run_wait, "wait event");
   if (it == NULL) return SIM_ENOMEM;
+  it->w.trace.kind = kind;
   sim_lock(&e->lock);
   marker* m = e->last;
   if (m == NULL || m->done) {
@@ -160,8 +166,13 @@ int sim_stream_wait_event(sim_stream* s, sim_event* e) {
   }
   m->refs++;
   it->m = m;
+  it->w.trace.peer = m->stream_key;
   sim_unlock(&e->lock);
   return sim_stream_submit(s, &it->w);
+}
+
+int sim_stream_wait_event(sim_stream* s, sim_event* e) {
+  return wait_event(s, e, SIM_TRACE_EVENT_WAIT);
 }
 
 /* A stream-on-stream wait is an event recorded on `other` and waited for on
@@ -174,7 +185,7 @@ int sim_stream_wait_stream(sim_stream* dependent, sim_stream* other) {
   int err = sim_event_create(&e);
   if (err != SIM_OK) return err;
   err = sim_event_record(e, other);
-  if (err == SIM_OK) err = sim_stream_wait_event(dependent, e);
+  if (err == SIM_OK) err = wait_event(dependent, e, SIM_TRACE_STREAM_WAIT);
   sim_event_destroy(e); /* the queued marker and wait hold references */
   return err;
 }

@@ -4,13 +4,15 @@
  * each function.
  *
  * Who calls whom (no circle): device -> stream, event, arena, mapped;
- * event -> stream; timer -> stream; arena -> mapped; and any of them ->
- * common.c, which calls none of them.
+ * event -> stream; timer -> stream; arena -> mapped; device, stream and
+ * arena -> trace -> trace_names; and any of them -> common.c, which calls
+ * none of them.
  */
 #ifndef SIMDEV_DEVICE_SIM_SIM_INTERNAL_H_
 #define SIMDEV_DEVICE_SIM_SIM_INTERNAL_H_
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -52,6 +54,44 @@ void sim_thread_fp_mode(void);
 unsigned sim_fp_mode_push(void);
 void sim_fp_mode_pop(unsigned saved);
 
+/* ---- trace.c: the recorder (sim.h, "tracing") ------------------------ */
+typedef struct sim_trace_ring sim_trace_ring;
+
+/* Non-zero while a consumer records. Read without a lock (relaxed): the one
+ * test the off path makes per item (submit) and per allocation. */
+extern _Atomic int sim_trace_flag;
+static inline int sim_trace_on(void) {
+  return __builtin_expect(
+      atomic_load_explicit(&sim_trace_flag, memory_order_relaxed), 0);
+}
+
+/* Set in sim_work.flags by sim_trace_fill, cleared when the item's record is
+ * written (stream.c): "this item was submitted while tracing was on". */
+#define SIM_WORK_TRACED_ (1u << 31)
+
+/* At submit, tracing on: correlation id, enqueue time and thread, and
+ * SIM_WORK_TRACED_. */
+void sim_trace_fill(sim_work* w);
+/* Appends one item's record to r. Called by the thread that ran the item. */
+void sim_trace_item(sim_trace_ring* r, const sim_work_trace* t,
+                    uint64_t start_ns, uint64_t end_ns, int status,
+                    uint32_t flags);
+/* Appends a memory record to dev's ring (op: 1 alloc, -1 free, 0 failed).
+ * Called with dev's arena lock held, which orders a device's records. */
+void sim_trace_mem_op(sim_device* dev, int op, const void* addr, uint64_t bytes,
+                      uint64_t in_use);
+/* Every stream and device has a ring header from creation to destruction
+ * (born: SIM_ENOMEM if none could be made; gone: the ring stays for
+ * snapshots). */
+int sim_trace_stream_born(sim_stream* s);
+void sim_trace_stream_gone(sim_stream* s);
+int sim_trace_device_born(sim_device* dev);
+void sim_trace_device_gone(sim_device* dev);
+
+/* ---- trace_names.c: interned strings (sim_trace_intern/name) ---------- */
+/* Frees every interned string (sim_trace_reset). */
+void sim_trace_names_reset(void);
+
 /* ---- arena.c: the device region and its jemalloc arena ---------------- */
 typedef struct sim_arena sim_arena;
 int sim_arena_create(int ordinal, uint64_t bytes, sim_arena** out);
@@ -80,6 +120,10 @@ struct sim_device {
   struct sim_mapped_range* mapped;
   _Atomic int nmapped;
   int capmapped;
+
+  /* Memory records (trace.c); set at creation, written under the arena's
+   * lock. */
+  sim_trace_ring* trace_mem;
 };
 
 /* ---- mapped.c ---------------------------------------------------------- */
@@ -116,8 +160,13 @@ struct sim_stream {
   int inline_ok; /* sim_stream_set_inline; read-only once shared */
   uint64_t eager_queued; /* queued items without SIM_WORK_LAZY */
   int stopping;
-  int status;     /* sticky: SIM_OK or the first failure */
-  char msg[256];  /* message of the first failure */
+  int status;    /* sticky: SIM_OK or the first failure */
+  char msg[256]; /* message of the first failure */
+
+  /* The stream's trace ring (trace.c), set at creation; written by whoever
+   * runs an item (worker or inline submitter, one at a time). Not under
+   * `lock`. */
+  sim_trace_ring* trace_ring;
 };
 
 /* Allocates (zeroed) a work item of `size` bytes, a struct that starts with

@@ -85,14 +85,15 @@ static int worker_may_go(const sim_stream* s) {
   return head_runnable(s) || (s->stopping && !s->busy);
 }
 
-/* Runs w (or drains it when the stream failed earlier), records a failure
- * as sticky, calls its done. Called without s->lock, by the one thread that
- * set s->busy. */
-static void run_item(sim_stream* s, sim_work* w, int status) {
+/* Runs w, or drains it (done(SIM_ESTREAM), run skipped) when `drain`;
+ * records a failure as sticky; calls its done. Returns what run returned. */
+static inline __attribute__((always_inline)) int run_and_done(sim_stream* s,
+                                                              sim_work* w,
+                                                              int drain) {
   char msg[256];
   int rc;
   msg[0] = '\0';
-  if (status != SIM_OK && !(w->flags & SIM_WORK_ALWAYS_RUN))
+  if (drain)
     rc = SIM_ESTREAM;
   else
     rc = w->run(w, msg, sizeof(msg));
@@ -103,6 +104,44 @@ static void run_item(sim_stream* s, sim_work* w, int status) {
     sim_unlock(&s->lock);
   }
   if (w->done != NULL) w->done(w, rc); /* may free w */
+  return rc;
+}
+
+static int run_memcpy(sim_work* w, char* msg, size_t len);
+static uint32_t copy_kind(const sim_stream* s, const sim_work* w);
+
+/* run_item's rare cases: the stream failed earlier (drain unless
+ * SIM_WORK_ALWAYS_RUN), and items submitted while tracing was on, whose
+ * record is written here, after done returned. `how` is the record's
+ * sim_trace_rec_flags. */
+static __attribute__((noinline)) void run_item_rare(sim_stream* s, sim_work* w,
+                                                    int status, uint32_t how) {
+  int drain = status != SIM_OK && !(w->flags & SIM_WORK_ALWAYS_RUN);
+  if (!(w->flags & SIM_WORK_TRACED_)) {
+    run_and_done(s, w, drain);
+    return;
+  }
+  w->flags &= ~SIM_WORK_TRACED_; /* an item may be submitted again */
+  sim_work_trace tr = w->trace;  /* done may free w */
+  if (w->run == run_memcpy) tr.kind = copy_kind(s, w);
+  uint64_t start = sim_now_ns();
+  int rc = run_and_done(s, w, drain);
+  uint64_t end = sim_now_ns();
+  sim_trace_item(s->trace_ring, &tr, drain ? end : start, end, rc, how);
+}
+
+/* Runs w (or drains it when the stream failed earlier), records a failure
+ * as sticky, calls its done. Called without s->lock, by the one thread that
+ * set s->busy. The common case (stream OK, item not traced) is one test of
+ * the OR of both conditions, the same single branch as before tracing
+ * existed; everything else is in run_item_rare. */
+static void run_item(sim_stream* s, sim_work* w, int status, uint32_t how) {
+  if (__builtin_expect(((uint32_t)status | (w->flags & SIM_WORK_TRACED_)) != 0,
+                       0)) {
+    run_item_rare(s, w, status, how);
+    return;
+  }
+  run_and_done(s, w, 0);
 }
 
 static void* worker_main(void* arg) {
@@ -134,7 +173,7 @@ static void* worker_main(void* arg) {
     s->busy = 1;
     sim_unlock(&s->lock);
 
-    run_item(s, w, status);
+    run_item(s, w, status, 0);
 
     sim_lock(&s->lock);
     s->busy = 0;
@@ -155,13 +194,18 @@ int sim_stream_create(sim_device* dev, sim_stream** out) {
   sim_cond_init(&s->cv_work);
   sim_cond_init(&s->cv_done);
   s->id = link_into_device(dev, s);
-  if (pthread_create(&s->thread, NULL, worker_main, s) != 0) {
+  int err = sim_trace_stream_born(s);
+  if (err == SIM_OK && pthread_create(&s->thread, NULL, worker_main, s) != 0) {
+    sim_trace_stream_gone(s);
+    err = SIM_ESYS;
+  }
+  if (err != SIM_OK) {
     unlink_from_device(dev, s);
     pthread_cond_destroy(&s->cv_done);
     pthread_cond_destroy(&s->cv_work);
     pthread_mutex_destroy(&s->lock);
     free(s);
-    return SIM_ESYS;
+    return err;
   }
   *out = s;
   return SIM_OK;
@@ -176,6 +220,7 @@ void sim_stream_destroy(sim_stream* s) {
   sim_unlock(&s->lock);
   SIM_CHECK_PT(pthread_join(s->thread, NULL));
   SIM_CHECK(s->head == NULL && s->completed == s->submitted);
+  sim_trace_stream_gone(s);
   unlink_from_device(s->dev, s);
   SIM_CHECK_PT(pthread_cond_destroy(&s->cv_done));
   SIM_CHECK_PT(pthread_cond_destroy(&s->cv_work));
@@ -194,6 +239,8 @@ int sim_stream_is_current(const sim_stream* s) {
 int sim_stream_submit(sim_stream* s, sim_work* w) {
   if (s == NULL || w == NULL || w->run == NULL) return SIM_EINVAL;
   w->next = NULL;
+  /* The off path's one test per item (an inline run makes it instead). */
+  if (sim_trace_on()) sim_trace_fill(w);
   sim_lock(&s->lock);
   if (s->tail != NULL)
     s->tail->next = w;
@@ -230,13 +277,14 @@ int sim_stream_run_inline(sim_stream* s, sim_work* w) {
   }
   sim_unlock(&s->lock);
   if (!idle) return 0;
+  if (sim_trace_on()) sim_trace_fill(w); /* the off path's one test */
 
   /* Run as the worker would: the stream is current (a synchronize of it
    * from the item is refused instead of deadlocking), device FP mode. */
   tls_current_stream = s;
   unsigned fp = sim_fp_mode_push();
   w->next = NULL;
-  run_item(s, w, status);
+  run_item(s, w, status, SIM_TRACE_INLINE);
   sim_fp_mode_pop(fp);
   tls_current_stream = NULL;
 
@@ -321,10 +369,24 @@ static int run_memset32(sim_work* w, char* msg, size_t len) {
   return SIM_OK;
 }
 
+/* A traced copy's direction, decided when it runs (so that the off path
+ * never pays for sim_mem_contains): device memory is s's device's region
+ * and the host ranges mapped into it. */
+static uint32_t copy_kind(const sim_stream* s, const sim_work* w) {
+  const copy_item* c = (const copy_item*)w;
+  int d = sim_mem_contains(s->dev, c->dst, c->n ? c->n : 1);
+  int from_dev = sim_mem_contains(s->dev, c->src, c->n ? c->n : 1);
+  if (from_dev) return d ? SIM_TRACE_MEMCPY_D2D : SIM_TRACE_MEMCPY_D2H;
+  return d ? SIM_TRACE_MEMCPY_H2D : SIM_TRACE_MEMCPY_H2H;
+}
+
 static int submit_copy(sim_stream* s, sim_work_run_fn run, const char* label,
                        void* dst, const void* src, uint64_t n, uint32_t v) {
   copy_item* c = sim_work_alloc(sizeof(*c), run, 0, label);
   if (c == NULL) return SIM_ENOMEM;
+  /* Copies: the kind is replaced by the direction if it is traced. */
+  c->w.trace.kind = run == run_memcpy ? SIM_TRACE_MEMCPY_H2H : SIM_TRACE_MEMSET;
+  c->w.trace.bytes = n;
   c->dst = dst;
   c->src = src;
   c->n = n;
@@ -373,6 +435,7 @@ int sim_host_callback_async(sim_stream* s, sim_host_fn fn, void* arg) {
   callback_item* c = sim_work_alloc(sizeof(*c), run_callback,
                                     SIM_WORK_ALWAYS_RUN, "host callback");
   if (c == NULL) return SIM_ENOMEM;
+  c->w.trace.kind = SIM_TRACE_HOST_CALLBACK;
   c->stream = s;
   c->fn = fn;
   c->arg = arg;

@@ -67,6 +67,7 @@ static int enqueue_stamp(sim_timer* t, sim_stream* s, int is_stop) {
   timer_item* it = sim_work_alloc(sizeof(*it), run_stamp, SIM_WORK_ALWAYS_RUN,
                                   is_stop ? "stop timer" : "start timer");
   if (it == NULL) return SIM_ENOMEM;
+  it->w.trace.kind = SIM_TRACE_TIMER;
   it->timer = t;
   it->is_stop = is_stop;
   sim_lock(&t->lock);

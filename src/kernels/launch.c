@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "kernels/sk.h"
+#include "pbwire/pbwire.h"
 #include "se/se.h"
 
 /* done_shim.cc: copy TF's done callback, which dies with compute_async's
@@ -399,6 +400,10 @@ static void compute_async(void* kernel, TF_OpKernelContext* ctx,
   l->work.run = work_run;
   l->work.done = work_done;
   l->work.label = l->label;
+  /* What the trace recorder shows (device_sim reads it only when on). */
+  l->work.trace.kind = SIM_TRACE_KERNEL;
+  l->work.trace.name = k->trace_name;
+  l->work.trace.type = k->trace_type;
 
   if (g.early_completion) {
     /* The naive design: TF sees the outputs as ready and drops its inputs
@@ -457,6 +462,36 @@ void* sk_state_new(TF_OpKernelConstruction* c, size_t size) {
   return state;
 }
 
+/* Interns len bytes of s (not NUL-terminated) for the trace recorder. */
+static uint32_t intern_n(const char* s, size_t len) {
+  char buf[512];
+  if (s == NULL) return 0;
+  if (len >= sizeof(buf)) len = sizeof(buf) - 1; /* a name, cut short */
+  memcpy(buf, s, len);
+  buf[len] = '\0';
+  return sim_trace_intern(buf);
+}
+
+/* The node's op type, from its serialized NodeDef (field 2, `op`): the
+ * kernel C API has no call for it at construction. 0 if it cannot be read;
+ * the trace then shows the node name alone. */
+static uint32_t intern_op_type(TF_OpKernelConstruction* c) {
+  TF_Status* st = TF_NewStatus();
+  TF_Buffer* nd = TF_OpKernelConstruction_GetNodeDef(c, st);
+  uint32_t id = 0;
+  if (TF_GetCode(st) == TF_OK && nd != NULL) {
+    pbw_reader r;
+    pbw_field f;
+    pbw_init(&r, nd->data, nd->length);
+    while (id == 0 && pbw_next(&r, &f) == PBW_FIELD)
+      if (f.number == 2 && f.wire == PBW_LEN)
+        id = intern_n((const char*)f.data, f.len);
+  }
+  if (nd != NULL) TF_DeleteBuffer(nd);
+  TF_DeleteStatus(st);
+  return id;
+}
+
 void* sk_kernel_new(TF_OpKernelConstruction* c, sk_compute_fn compute,
                     void* state, void (*free_state)(void*)) {
   sk_kernel* k = malloc(sizeof(*k));
@@ -468,6 +503,11 @@ void* sk_kernel_new(TF_OpKernelConstruction* c, sk_compute_fn compute,
   k->compute = compute;
   k->state = state;
   k->free_state = free_state;
+  /* Once per kernel, whether tracing is on or not: a profiler may start
+   * later, and the launch path must not take the name table's lock. */
+  TF_StringView name = TF_OpKernelConstruction_GetName(c);
+  k->trace_name = intern_n(name.data, name.len);
+  k->trace_type = intern_op_type(c);
   return k;
 }
 

@@ -84,12 +84,14 @@ bool sk_shape_eq(const sk_shape* a, const sk_shape* b);
 /* ---- kernels and their registration ------------------------------------ */
 typedef void (*sk_compute_fn)(sk_launch* l, void* state);
 
-/* What TF keeps per kernel instance (per node): the compute function and the
- * op's attribute state. */
+/* What TF keeps per kernel instance (per node): the compute function, the
+ * op's attribute state, and the node's name and op type interned for the
+ * trace recorder (sim_trace_intern, once at construction; 0 if unknown). */
 typedef struct sk_kernel {
   sk_compute_fn compute;
   void* state;
   void (*free_state)(void*);
+  uint32_t trace_name, trace_type;
 } sk_kernel;
 
 /* For create functions: a kernel running `compute` with `state` (owned; freed

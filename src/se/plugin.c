@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "profiler/sp.h"
 #include "se/se_internal.h"
 
 /* The release whose headers simdev was built against, "major.minor.patch",
@@ -233,6 +234,17 @@ __attribute__((visibility("default"))) void SE_InitPlugin(
     return;
   }
   check_compatible(params);
+  /* SIMDEV_TRACE: open the file and start recording now, before any device
+   * or stream exists, so the trace holds the whole run; a path that cannot
+   * be written fails start-up here rather than losing the trace at exit. */
+  if (!g_config.disabled && g_config.trace_path[0] != '\0') {
+    err = sp_tracefile_start(g_config.trace_path, g_config.trace_records, msg,
+                             sizeof(msg));
+    if (err != SIM_OK) {
+      se_set_status(status, err, "SIMDEV_TRACE", msg);
+      return;
+    }
+  }
   SE_SET(params, SE_PlatformRegistrationParams, major_version, SE_MAJOR);
   SE_SET(params, SE_PlatformRegistrationParams, minor_version, SE_MINOR);
   SE_SET(params, SE_PlatformRegistrationParams, patch_version, SE_PATCH);

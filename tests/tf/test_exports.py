@@ -1,5 +1,6 @@
-"""The plugin's ELF interface: only the three entry points TF looks up with
-dlsym are exported (SE_InitPlugin, TF_InitKernel, TF_InitGraph), and
+"""The plugin's ELF interface: only the four entry points TF looks up with
+dlsym are exported (SE_InitPlugin, TF_InitKernel, TF_InitGraph,
+TF_InitProfiler), and
 jemalloc is linked in privately (no libjemalloc dependency, none of its
 symbols visible to TF or to other plugins).
 
@@ -13,7 +14,8 @@ import sys
 
 import pytest
 
-ENTRY_POINTS = {"SE_InitPlugin", "TF_InitKernel", "TF_InitGraph"}
+ENTRY_POINTS = {"SE_InitPlugin", "TF_InitKernel", "TF_InitGraph",
+                "TF_InitProfiler"}
 # Symbols the linker itself may define in a shared object.
 LINKER_SYMBOLS = {"_init", "_fini", "_edata", "_end", "__bss_start",
                   "__bss_start__", "__bss_end__", "_bss_end__", "__end__"}

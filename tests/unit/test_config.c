@@ -6,13 +6,14 @@
  */
 #include "testutil.h"
 
-static const char* const kVars[] = {"SIMDEV_DEVICE_COUNT", "SIMDEV_MEMORY_MB",
-                                    "SIMDEV_SYNC",
-                                    "SIMDEV_UNSAFE_EARLY_COMPLETION",
-                                    "SIMDEV_DISABLE"};
+static const char* const kVars[] = {
+    "SIMDEV_DEVICE_COUNT", "SIMDEV_MEMORY_MB",
+    "SIMDEV_SYNC",         "SIMDEV_UNSAFE_EARLY_COMPLETION",
+    "SIMDEV_DISABLE",      "SIMDEV_INLINE",
+    "SIMDEV_TRACE",        "SIMDEV_TRACE_EVENTS"};
 
 typedef struct saved_env {
-  char* value[5];
+  char* value[TU_ARRAY_SIZE(kVars)];
 } saved_env;
 
 static int setup(void** state) {
@@ -176,6 +177,54 @@ static void launch_flags(void** state) {
   }
 }
 
+/* SIMDEV_TRACE: any non-empty path (not opened here), "" when unset;
+ * SIMDEV_TRACE_EVENTS: 1024..SIM_TRACE_MAX_RECORDS, default
+ * SIM_TRACE_DEFAULT_RECORDS. */
+static void trace_settings(void** state) {
+  char msg[256];
+  sim_config cfg;
+  memset(&cfg, 0xab, sizeof(cfg));
+  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_OK);
+  assert_string_equal(cfg.trace_path, "");
+  assert_int_equal(cfg.trace_records, SIM_TRACE_DEFAULT_RECORDS);
+  setenv("SIMDEV_TRACE", "/no/such/dir/t.json", 1);
+  setenv("SIMDEV_TRACE_EVENTS", "1024", 1);
+  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_OK);
+  assert_string_equal(cfg.trace_path, "/no/such/dir/t.json");
+  assert_int_equal(cfg.trace_records, 1024);
+  setenv("SIMDEV_TRACE_EVENTS", "16777216", 1); /* SIM_TRACE_MAX_RECORDS */
+  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_OK);
+  assert_int_equal(cfg.trace_records, SIM_TRACE_MAX_RECORDS);
+  unsetenv("SIMDEV_TRACE_EVENTS");
+  static const char* const bad[] = {"1023", "0", "16777217", "64k", "", "-1"};
+  for (size_t i = 0; i < TU_ARRAY_SIZE(bad); i++)
+    expect_invalid("SIMDEV_TRACE_EVENTS", bad[i]);
+  /* Set but empty, and longer than trace_path holds: errors. */
+  expect_invalid("SIMDEV_TRACE", "");
+  size_t n = sizeof(cfg.trace_path);
+  char* big = (char*)malloc(n + 1);
+  assert_non_null(big);
+  memset(big, 'a', n);
+  big[n] = '\0';
+  setenv("SIMDEV_TRACE", big, 1);
+  memset(msg, 'X', sizeof(msg));
+  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_EINVAL);
+  free(big);
+  unsetenv("SIMDEV_TRACE");
+  assert_non_null(strstr(msg, "SIMDEV_TRACE"));
+  /* The longest that fits is accepted. */
+  big = (char*)malloc(n);
+  assert_non_null(big);
+  memset(big, 'b', n - 1);
+  big[n - 1] = '\0';
+  setenv("SIMDEV_TRACE", big, 1);
+  int rc = sim_config_from_env(&cfg, msg, sizeof(msg));
+  unsetenv("SIMDEV_TRACE");
+  assert_int_equal(rc, SIM_OK);
+  assert_int_equal(strlen(cfg.trace_path), n - 1);
+  free(big);
+}
+
 /* A bad value next to a good one: still an error naming the bad variable. */
 static void invalid_with_other_valid(void** state) {
   setenv("SIMDEV_MEMORY_MB", "64", 1);
@@ -222,6 +271,7 @@ int main(int argc, char** argv) {
   tu_init(argc, argv);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(launch_flags, setup, teardown),
+      cmocka_unit_test_setup_teardown(trace_settings, setup, teardown),
       cmocka_unit_test_setup_teardown(defaults, setup, teardown),
       cmocka_unit_test_setup_teardown(disable_switch, setup, teardown),
       cmocka_unit_test_setup_teardown(valid_values, setup, teardown),

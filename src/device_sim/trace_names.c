@@ -1,0 +1,113 @@
+/*
+ * trace_names.c - the recorder's table of interned strings (sim_trace_intern,
+ * sim_trace_name): a record carries a kernel's node name and op type as
+ * 32-bit ids, so recording copies no string.
+ *
+ * An open-addressing hash table (FNV-1a, linear probing) maps a string to its
+ * id; `strs` maps an id back (strs[id - 1]). Each string is its own malloc'd
+ * copy and never moves, so the pointer sim_trace_name returns stays valid
+ * after later interning grows the arrays, until sim_trace_reset frees it.
+ *
+ * Locking: `lock` guards everything; both functions take it. Interning is for
+ * construction time (a kernel's name, once), and sim_trace_name for exporters,
+ * never for the recording path.
+ */
+#include <string.h>
+
+#include "sim_internal.h"
+
+#define NAMES_MAX (1u << 20) /* most distinct strings */
+
+static struct {
+  pthread_mutex_t lock;
+  char** strs;     /* id - 1 -> string */
+  uint32_t n, cap; /* used and allocated entries of strs */
+  uint32_t* slots; /* hash slots: id, or 0 = empty */
+  uint32_t nslots; /* power of two; at most half full */
+} t = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static uint32_t hash(const char* s) {
+  uint32_t h = 2166136261u;
+  for (; *s != '\0'; s++) h = (h ^ (uint8_t)*s) * 16777619u;
+  return h;
+}
+
+/* Slot of s: the one holding its id, or the empty one where it would go.
+ * Called with t.lock held and t.nslots > 0. */
+static uint32_t find_slot(const char* s, uint32_t h) {
+  uint32_t mask = t.nslots - 1, i = h & mask;
+  while (t.slots[i] != 0 && strcmp(t.strs[t.slots[i] - 1], s) != 0)
+    i = (i + 1) & mask;
+  return i;
+}
+
+/* Doubles the slot table (re-inserting every id). 0 if out of memory.
+ * Called with t.lock held. */
+static int grow_slots(void) {
+  uint32_t nslots = t.nslots ? t.nslots * 2 : 1024;
+  uint32_t* slots = calloc(nslots, sizeof(*slots));
+  if (slots == NULL) return 0;
+  free(t.slots);
+  t.slots = slots;
+  t.nslots = nslots;
+  for (uint32_t id = 1; id <= t.n; id++)
+    t.slots[find_slot(t.strs[id - 1], hash(t.strs[id - 1]))] = id;
+  return 1;
+}
+
+uint32_t sim_trace_intern(const char* s) {
+  if (s == NULL) return 0;
+  uint32_t id = 0;
+  uint32_t h = hash(s);
+  sim_lock(&t.lock);
+  if (t.nslots == 0 && !grow_slots()) goto out;
+  uint32_t at = find_slot(s, h);
+  if (t.slots[at] != 0) {
+    id = t.slots[at];
+    goto out;
+  }
+  if (t.n >= NAMES_MAX) goto out; /* full: no name */
+  if (t.n == t.cap) {
+    uint32_t cap = t.cap ? t.cap * 2 : 256;
+    char** strs = realloc(t.strs, cap * sizeof(*strs));
+    if (strs == NULL) goto out;
+    t.strs = strs;
+    t.cap = cap;
+  }
+  char* copy = strdup(s);
+  if (copy == NULL) goto out;
+  t.strs[t.n++] = copy;
+  id = t.n;
+  if (2 * (t.n + 1) > t.nslots && !grow_slots()) {
+    /* The table stays usable at its old size: insert into it if it has
+     * room, else forget the string again. */
+    if (t.n + 1 >= t.nslots) {
+      free(t.strs[--t.n]);
+      id = 0;
+      goto out;
+    }
+  }
+  t.slots[find_slot(copy, h)] = id;
+out:
+  sim_unlock(&t.lock);
+  return id;
+}
+
+const char* sim_trace_name(uint32_t id) {
+  const char* s = "";
+  sim_lock(&t.lock);
+  if (id >= 1 && id <= t.n) s = t.strs[id - 1];
+  sim_unlock(&t.lock);
+  return s;
+}
+
+void sim_trace_names_reset(void) {
+  sim_lock(&t.lock);
+  for (uint32_t i = 0; i < t.n; i++) free(t.strs[i]);
+  free(t.strs);
+  free(t.slots);
+  t.strs = NULL;
+  t.slots = NULL;
+  t.n = t.cap = t.nslots = 0;
+  sim_unlock(&t.lock);
+}
