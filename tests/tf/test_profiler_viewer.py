@@ -55,7 +55,8 @@ def convert(xplane, tool, options=None):
         [sys.executable, "-c", CONVERT, str(xplane), tool,
          json.dumps(options or {})],
         capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, f"xprof failed ({p.returncode}):\n{p.stderr[-3000:]}"
+    assert p.returncode == 0, \
+        f"xprof failed ({p.returncode}):\n{p.stderr[-3000:]}"
     return json.loads(p.stdout)
 
 
@@ -78,7 +79,7 @@ class View:
             runs.sort(key=lambda e: e["ts"])
 
     def pid(self, suffix):
-        """The one process whose name ends with suffix (" /device:CUSTOM:0")."""
+        """The one process whose name ends with suffix."""
         pids = [p for p, n in self.process.items() if n.endswith(suffix)]
         assert len(pids) == 1, (suffix, self.process)
         return pids[0]
@@ -154,7 +155,8 @@ def handmade_space(xp, plane_prefix="/device:CUSTOM:"):
     host = space.planes.add(id=0, name="/host:CPU")
     host.event_metadata[1].id = 1
     host.event_metadata[1].name = "__inference_step_42"
-    line = host.lines.add(id=4242, name="tf_Compute", display_name="tf_Compute",
+    line = host.lines.add(id=4242, name="tf_Compute",
+                          display_name="tf_Compute",
                           timestamp_ns=LINE_START_NS - 1000)
     line.events.add(metadata_id=1, offset_ps=0, duration_ps=20_000_000)
     corr = 0
@@ -197,7 +199,8 @@ def handmade_space(xp, plane_prefix="/device:CUSTOM:"):
 
 
 def write_profile(space, root):
-    """Lays space out as TF does: <logdir>/plugins/profile/<run>/<host>.xplane.pb."""
+    """Lays space out as TF does:
+    <logdir>/plugins/profile/<run>/<host>.xplane.pb."""
     run = Path(root, "plugins", "profile", "2026_01_01_00_00_00")
     run.mkdir(parents=True)
     path = run / "viewerhost.xplane.pb"
