@@ -20,16 +20,15 @@ proves it), which is why simdev names its planes "/device:CUSTOM:<ordinal>".
 Part 1 converts hand-made XSpaces (built with the TF wheel's xplane_pb2,
 TensorFlow not imported) and checks the viewer's output exactly. Part 2
 profiles a known tf.function on SIMDEV:0 with tf.profiler (soft placement
-off) and checks the profile TF wrote, through the same converter.
+off) and checks the profile TF wrote, through the same converter. Part 3
+runs examples/profile_training.py and checks both files it writes.
 
 Conversions run in a subprocess: xprof loads a 40 MB C++ library, and a crash
 in it must not take pytest down.
 """
 import collections
-import glob
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -386,3 +385,69 @@ def test_tf_profile_viewer_drops_nothing(xp, tf_profile, tf_view):
     got = {k: collections.Counter(e["name"] for e in v)
            for k, v in simdev_threads(tf_view).items()}
     assert got == want
+
+
+# ---- examples/profile_training.py ------------------------------------------
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / \
+    "profile_training.py"
+EXAMPLE_STEPS = 2
+# The CNN has two Conv2D layers: two filter gradients per training step.
+FILTER_GRADS_PER_STEP = 2
+
+
+@pytest.fixture(scope="module")
+def example(plugin, tmp_path_factory):
+    """Runs the example once: its stdout lines, the profile, the trace."""
+    from conftest import child_env
+
+    tmp = tmp_path_factory.mktemp("example")
+    trace = tmp / "trace.json"
+    p = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--logdir", str(tmp / "log"),
+         "--trace", str(trace), "--steps", str(EXAMPLE_STEPS)],
+        env=child_env(plugin), capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    lines = p.stdout.splitlines()
+    profile = [l.split(": ", 1)[1] for l in lines
+               if l.startswith("TensorBoard profile: ")]
+    assert len(profile) == 1, p.stdout
+    assert f"Chrome trace (written when this process exits): {trace}" \
+        in lines, p.stdout
+    return {"stdout": lines, "profile": Path(profile[0]), "trace": trace,
+            "log": tmp / "log"}
+
+
+def test_example_profile_in_logdir(example):
+    """The profile sits where TensorBoard looks for it."""
+    prof = example["profile"]
+    assert prof.is_file()
+    assert prof.parent.parent == example["log"] / "plugins" / "profile"
+
+
+def test_example_profile_in_viewer(example):
+    """The viewer shows the SIMDEV streams, with the profiled steps only:
+    the warm-up step ran before the profiler started."""
+    v = View(convert(example["profile"], "trace_viewer@", {"resolution": 0}))
+    threads = simdev_threads(v)
+    for name, runs in threads.items():
+        assert_ordered_disjoint(name, runs)
+        # The example's summary printed the same count per stream.
+        assert f"    {name}: {len(runs)} events" in example["stdout"]
+    names = [e["name"] for runs in threads.values() for e in runs]
+    grads = [n for n in names if n.endswith("Conv2DBackpropFilter")]
+    assert len(grads) == FILTER_GRADS_PER_STEP * EXAMPLE_STEPS, names
+
+
+def test_example_chrome_trace(example):
+    """SIMDEV_TRACE's JSON, written at exit, covers the whole run: the
+    warm-up step too."""
+    doc = json.loads(example["trace"].read_text())
+    events = doc["traceEvents"]
+    procs = {e["pid"]: e["args"]["name"] for e in events
+             if e["ph"] == "M" and e["name"] == "process_name"}
+    assert "SIMDEV:0" in procs.values(), procs
+    ops = collections.Counter(
+        e["args"].get("op_type") for e in events
+        if e["ph"] == "X" and procs.get(e["pid"]) == "SIMDEV:0")
+    assert ops["Conv2DBackpropFilter"] == \
+        FILTER_GRADS_PER_STEP * (EXAMPLE_STEPS + 1), ops
