@@ -77,10 +77,12 @@ class View:
         for runs in self.runs.values():
             runs.sort(key=lambda e: e["ts"])
 
-    def pid(self, suffix):
-        """The one process whose name ends with suffix."""
-        pids = [p for p, n in self.process.items() if n.endswith(suffix)]
-        assert len(pids) == 1, (suffix, self.process)
+    def pid(self, plane):
+        """The one process showing the plane named plane: the streaming
+        viewer prefixes the host's name ("vm /device:CUSTOM:0")."""
+        pids = [p for p, n in self.process.items()
+                if n == plane or n.endswith(" " + plane)]
+        assert len(pids) == 1, (plane, self.process)
         return pids[0]
 
     def threads(self, pid):
@@ -136,13 +138,13 @@ STATS = ["tf_op", "op_type", "kind", "bytes", "queue_delay_ps",
 # Per device and stream: (name, kind, op type, start ns and duration ns from
 # the line's start, bytes, peer stream) as simdev's encoder writes them.
 WORK = {
-    0: {1: [("MemcpyH2D", "MemcpyH2D", "", 0, 800, 4096, ""),
-            ("model/dense/MatMul", "Kernel", "MatMul", 1000, 5000, 0, ""),
-            ("EventRecord", "EventRecord", "", 6000, 100, 0, "")],
-        2: [("EventWait", "EventWait", "", 6200, 300, 0, "simdev0-s1"),
-            ("model/dense/Relu", "Kernel", "Relu", 6600, 900, 0, ""),
-            ("MemcpyD2H", "MemcpyD2H", "", 7600, 700, 128, "")]},
-    1: {1: [("model/dense_1/MatMul", "Kernel", "MatMul", 500, 2500, 0, "")]},
+    0: {1: [("MemcpyH2D", "memcpy_h2d", "", 0, 800, 4096, ""),
+            ("model/dense/MatMul", "kernel", "MatMul", 1000, 5000, 0, ""),
+            ("EventRecord", "event_record", "", 6000, 100, 0, "")],
+        2: [("EventWait", "event_wait", "", 6200, 300, 0, "simdev0-s1"),
+            ("model/dense/Relu", "kernel", "Relu", 6600, 900, 0, ""),
+            ("MemcpyD2H", "memcpy_d2h", "", 7600, 700, 128, "")]},
+    1: {1: [("model/dense_1/MatMul", "kernel", "MatMul", 500, 2500, 0, "")]},
 }
 
 
@@ -250,7 +252,7 @@ def test_handmade_stats_are_args(handmade):
     mm = by_name["model/dense/MatMul"]
     assert mm["tf_op"] == "model/dense/MatMul:MatMul"
     assert mm["op_type"] == "MatMul"
-    assert mm["kind"] == "Kernel"
+    assert mm["kind"] == "kernel"
     assert int(mm["queue_delay_ps"]) == 250_000
     assert int(mm["correlation_id"]) == 2
     assert int(by_name["MemcpyH2D"]["bytes"]) == 4096
@@ -330,7 +332,7 @@ def tf_view(tf_profile):
 
 
 def simdev_threads(view):
-    threads = view.threads(view.pid(" /device:CUSTOM:0"))
+    threads = view.threads(view.pid("/device:CUSTOM:0"))
     assert threads, "the SIMDEV plane has no stream tracks"
     for name in threads:
         assert name.startswith("simdev0-s"), name
@@ -340,7 +342,7 @@ def simdev_threads(view):
 def test_tf_profile_streams_shown(tf_view):
     threads = simdev_threads(tf_view)
     assert all(threads.values()), {k: len(v) for k, v in threads.items()}
-    assert tf_view.pid("/host:CPU") != tf_view.pid(" /device:CUSTOM:0")
+    assert tf_view.pid("/host:CPU") != tf_view.pid("/device:CUSTOM:0")
 
 
 def test_tf_profile_kernels_once_per_call(tf_view):
@@ -349,6 +351,19 @@ def test_tf_profile_kernels_once_per_call(tf_view):
                                 simdev_threads(tf_view).values()
                                 for e in runs)
     assert {k: names[k] for k in KERNELS} == {k: CALLS for k in KERNELS}, names
+
+
+def test_tf_profile_kernel_stats(tf_profile):
+    """The older viewer's args: each kernel carries TF's "name:type" and
+    its op type, as TensorFlow's own device planes do."""
+    v = View(convert(tf_profile, "trace_viewer"))
+    runs = [e for runs in simdev_threads(v).values() for e in runs]
+    for name, op in KERNELS.items():
+        args = [e["args"] for e in runs if e["name"] == name]
+        assert len(args) == CALLS, (name, len(args))
+        for a in args:
+            assert a["tf_op"] == f"{name}:{op}", a
+            assert a["op_type"] == op and a["kind"] == "kernel", a
 
 
 def test_tf_profile_streams_ordered(tf_view):
