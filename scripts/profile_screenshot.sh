@@ -36,7 +36,10 @@ cleanup() {
   if [ -n "$TB_PID" ] && kill -0 "$TB_PID" 2>/dev/null; then
     # TensorBoard ends on SIGINT (Ctrl+C); SIGKILL if it hangs.
     kill -INT "$TB_PID" 2>/dev/null || true
-    for _ in $(seq 20); do kill -0 "$TB_PID" 2>/dev/null || break; sleep 0.5; done
+    for _ in $(seq 20); do
+      kill -0 "$TB_PID" 2>/dev/null || break
+      sleep 0.5
+    done
     kill -KILL "$TB_PID" 2>/dev/null || true
   fi
   rm -rf "$WORK"
@@ -45,7 +48,10 @@ trap cleanup EXIT
 
 $PY examples/profile_training.py --logdir "$WORK/log" --steps 3
 
-PORT=$($PY -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# A free port now (another program could take it before TensorBoard does;
+# then TensorBoard fails to start and the script says so).
+PORT=$($PY -c 'import socket; s = socket.socket()
+s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 .venv/bin/tensorboard --logdir "$WORK/log" --host 127.0.0.1 --port "$PORT" \
   >"$WORK/tensorboard.log" 2>&1 &
 TB_PID=$!
@@ -68,7 +74,7 @@ for _ in range(240):  # TensorBoard imports TensorFlow first: slow to start
     try:
         os.kill(pid, 0)
     except OSError:
-        sys.exit("TensorBoard exited; see its log")
+        sys.exit("TensorBoard exited (its log follows)")
     try:
         runs = get("/runs")
         if runs:
@@ -98,7 +104,7 @@ print(f"http://127.0.0.1:{port}/data/plugin/profile/trace_viewer_index.html?"
           "view_start": f"{start_ms - margin:.3f}",
           "view_end": f"{start_ms + dur_ms + margin:.3f}"}))
 EOF
-)
+) || { tail -n 20 "$WORK/tensorboard.log" >&2; exit 1; }
 echo "trace viewer: $URL"
 
 mkdir -p "$(dirname "$OUT")"
