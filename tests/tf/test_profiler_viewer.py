@@ -1,6 +1,6 @@
 """The real viewer: TensorBoard's profile plugin reads what simdev writes.
 
-tensorboard-plugin-profile (since 2.20 a shim over `xprof`; both pinned in
+tensorboard-plugin-profile (at the pinned version a shim over `xprof`; both in
 requirements.txt) turns a profile's .xplane.pb into each tool's data with
 xprof.convert.raw_to_tool_data.xspace_to_tool_data, the function its HTTP
 handler calls. The tools tested:
