@@ -292,8 +292,13 @@ with tf.device("/device:SIMDEV:0"):
     cf = step.get_concrete_function(x, w)   # traces; nothing runs
     step(x, w).numpy()                       # warm-up, outside the profile
     tf.profiler.experimental.start(LOGDIR)
-    outs = [step(x, w) for _ in range(%(calls)d)]
-    vals = [float(o.numpy()) for o in outs]
+    # Host events that bound the kernels by cause, not by timing: "calls"
+    # starts before the first kernel is enqueued; "fetch" ends after each
+    # call's result (which needs all of its kernels) is back.
+    with tf.profiler.experimental.Trace("calls"):
+        outs = [step(x, w) for _ in range(%(calls)d)]
+    with tf.profiler.experimental.Trace("fetch"):
+        vals = [float(o.numpy()) for o in outs]
     tf.profiler.experimental.stop()
 
 @check("profiled")
@@ -372,16 +377,20 @@ def test_tf_profile_streams_ordered(tf_view):
 
 
 def test_tf_profile_inside_host_window(tf_view):
-    """SIMDEV's events lie inside the host's (same clock, same session)."""
-    host = [e for (pid, _), runs in tf_view.runs.items()
-            if pid == tf_view.pid("/host:CPU") for e in runs]
-    assert host, "no host events"
-    lo = min(ns(e["ts"]) for e in host)
-    hi = max(ns(e["ts"]) + ns(e["dur"]) for e in host)
-    for name, runs in simdev_threads(tf_view).items():
-        for e in runs:
-            assert lo <= ns(e["ts"]) and ns(e["ts"]) + ns(e["dur"]) <= hi, \
-                (name, e, lo, hi)
+    """SIMDEV's kernels lie between the host's "calls" start and "fetch"
+    end: the device plane and TF's host plane share one clock."""
+    host = {e["name"]: e for (pid, _), runs in tf_view.runs.items()
+            if pid == tf_view.pid("/host:CPU") for e in runs
+            if e["name"] in ("calls", "fetch")}
+    assert set(host) == {"calls", "fetch"}, "host events missing"
+    lo = ns(host["calls"]["ts"])
+    hi = ns(host["fetch"]["ts"]) + ns(host["fetch"]["dur"])
+    kernels = [e for runs in simdev_threads(tf_view).values() for e in runs
+               if e["name"] in KERNELS]
+    assert len(kernels) == CALLS * len(KERNELS)
+    for e in kernels:
+        assert lo <= ns(e["ts"]) and ns(e["ts"]) + ns(e["dur"]) <= hi, \
+            (e, lo, hi)
 
 
 def test_tf_profile_viewer_drops_nothing(xp, tf_profile, tf_view):
