@@ -37,7 +37,6 @@
  * state below, and each callback holds it while it reads or changes it. The
  * destroy callbacks touch no shared state.
  */
-#include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -136,8 +135,9 @@ static void profiler_stop(const TP_Profiler* profiler, TF_Status* status) {
     return;
   }
   /* Items still queued or running now are not in the window: their records
-   * are written when they end. Stop does not wait for the device, as a GPU
-   * profiler does not synchronize its device. */
+   * are written when they end, and stop does not wait for the device (TF
+   * stops its tracers one after another; a wait here would stretch their
+   * windows). A session shows what ran while it was open. */
   uint64_t end_ns = sim_now_ns();
   sim_trace_snapshot* snap = NULL;
   int rc = sim_trace_snapshot_take(g_begin_ns, end_ns, &snap);

@@ -16,13 +16,16 @@
  *
  * The scenario (the order on each stream is fixed; the test knows it):
  *   main thread "drv-main", device 0 (streams s0, s1), device 1 (s0):
- *   0-s0: MemcpyH2D 4096 B, kernel model/dense/MatMul:MatMul,
- *         kernel model/dense/BiasAdd:BiasAdd, EventRecord
+ *   0-s0: kernel drv/gate:Gate (holds 0-s0 until everything of device 0
+ *         is queued), MemcpyH2D 4096 B, kernel model/dense/MatMul:MatMul,
+ *         kernel model/dense/BiasAdd:BiasAdd, EventRecord, EventRecord
+ *         (the marker of the stream wait below)
  *   0-s1: EventWait (peer 0-s0), kernel `odd "name"\<tab>é`:Relu (a name
  *         that needs JSON escaping), Memset 4096 B, MemcpyD2H 4096 B,
  *         HostCallback, StreamWait (peer 0-s0)
  *   thread "drv-sub", after those: kernels sub/k0..k2:Sub on 0-s0 (the
- *         thread stays alive until exit, so the JSON can name it)
+ *         thread stays alive until exit, so the JSON can name it); then
+ *         main opens the gate
  *   1-s0: kernel dev1/Mul:Mul, kernel dev1/fail:Fail (its run fails),
  *         kernel dev1/drained:Drained (drained: the stream is in error)
  *   device 0: one 4096-byte allocation, freed at the end.
@@ -51,11 +54,25 @@
 typedef struct kernel {
   sim_work w; /* first: the callbacks cast back */
   int fail;
+  int gate;
   float buf[256];
 } kernel;
 
+/* The gate: the first kernel on 0-s0 waits until main opens it, so every
+ * item below is queued before anything on 0-s0 runs. Waits on an event
+ * that has already completed enqueue nothing (event.c), so without it the
+ * waits would be there or not depending on timing. g_mu guards g_open. */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
+static int g_open;
+
 static int kernel_run(sim_work* w, char* msg, size_t msg_len) {
   kernel* k = (kernel*)w;
+  if (k->gate) {
+    pthread_mutex_lock(&g_mu);
+    while (!g_open) pthread_cond_wait(&g_cv, &g_mu);
+    pthread_mutex_unlock(&g_mu);
+  }
   if (k->fail) {
     snprintf(msg, msg_len, "the driver's failing kernel");
     return SIM_EFAILED;
@@ -68,8 +85,8 @@ static void kernel_done(sim_work* w, int status) {
   free(w);
 }
 
-static void launch(sim_stream* s, const char* name, const char* type,
-                   int fail) {
+static void launch2(sim_stream* s, const char* name, const char* type, int fail,
+                    int gate) {
   kernel* k = calloc(1, sizeof(*k));
   if (k == NULL) DIE("out of memory");
   k->w.run = kernel_run;
@@ -79,7 +96,13 @@ static void launch(sim_stream* s, const char* name, const char* type,
   k->w.trace.name = sim_trace_intern(name);
   k->w.trace.type = sim_trace_intern(type);
   k->fail = fail;
+  k->gate = gate;
   CHECK(sim_stream_submit(s, &k->w));
+}
+
+static void launch(sim_stream* s, const char* name, const char* type,
+                   int fail) {
+  launch2(s, name, type, fail, 0);
 }
 
 static int host_fn(void* arg, int stream_status, char* msg, size_t len) {
@@ -90,8 +113,6 @@ static int host_fn(void* arg, int stream_status, char* msg, size_t len) {
 /* drv-sub submits, says so, then stays alive until the process exits: the
  * JSON is written at exit and names host threads from /proc, which only
  * has threads that still exist. g_mu guards g_submitted. */
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t g_cv = PTHREAD_COND_INITIALIZER;
 static int g_submitted;
 
 static void* sub_main(void* arg) {
@@ -171,6 +192,7 @@ int main(int argc, char** argv) {
   memset(h, 7, N);
   int callbacks = 0;
 
+  launch2(s0, "drv/gate", "Gate", 0, 1);
   CHECK(sim_memcpy_async(s0, d, h, N));
   launch(s0, "model/dense/MatMul", "MatMul", 0);
   launch(s0, "model/dense/BiasAdd", "BiasAdd", 0);
@@ -186,6 +208,8 @@ int main(int argc, char** argv) {
   if (pthread_create(&sub, NULL, sub_main, s0) != 0) DIE("pthread_create");
   pthread_mutex_lock(&g_mu);
   while (!g_submitted) pthread_cond_wait(&g_cv, &g_mu);
+  g_open = 1; /* everything for device 0 is queued: let 0-s0 run */
+  pthread_cond_broadcast(&g_cv);
   pthread_mutex_unlock(&g_mu);
 
   launch(t0, "dev1/Mul", "Mul", 0);

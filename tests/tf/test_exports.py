@@ -112,6 +112,18 @@ def test_needed_has_no_jemalloc(lib):
     assert not [n for n in needed if "jemalloc" in n], needed
 
 
+def test_needed_has_no_libtensorflow_cc(lib):
+    """TF_InitGraph and TF_InitProfiler live beside code of
+    libtensorflow_cc.so.2 but the plugin does not link it: TF_SetStatus and
+    the kernel API come from libtensorflow_framework.so.2, and
+    src/graph/plugin.c looks its two libtensorflow_cc functions up at run
+    time."""
+    out = run(tool("readelf"), "-d", lib)
+    needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+    assert "libtensorflow_framework.so.2" in needed, needed
+    assert not [n for n in needed if "tensorflow_cc" in n], needed
+
+
 def test_ldd_has_no_jemalloc(lib):
     out = run(tool("ldd"), lib)
     assert "jemalloc" not in out, out
