@@ -400,7 +400,7 @@ enum sim_trace_rec_flags {
 typedef struct sim_trace_rec {
   uint64_t id;       /* sim_work_trace.id */
   uint64_t enq_ns;   /* submitted */
-  uint64_t start_ns; /* run began (drained items: start == end) */
+  uint64_t start_ns; /* run began (drained: = end_ns; inline: = enq_ns) */
   uint64_t end_ns;   /* run and done returned */
   uint64_t bytes;
   uint32_t kind, name, type, peer; /* as in sim_work_trace */
