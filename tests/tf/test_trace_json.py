@@ -159,6 +159,19 @@ def run_driver(tmp_path, *args):
     return Trace(js), pb.read_bytes()
 
 
+def test_driver_pid_in_path(tmp_path):
+    """"%p" in the path is the process id, "%%" a "%"."""
+    assert DRIVER.is_file(), f"{DRIVER} not built (make build)"
+    p = subprocess.Popen([str(DRIVER), str(tmp_path / "t-%p-%%.json"),
+                          str(tmp_path / "t.xplane.pb")],
+                         stderr=subprocess.PIPE, text=True)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    written = sorted(f.name for f in tmp_path.glob("*.json"))
+    assert written == [f"t-{p.pid}-%.json"], written
+    assert_well_formed(Trace(tmp_path / written[0]))
+
+
 @pytest.fixture(scope="module")
 def driver_run(tmp_path_factory):
     return run_driver(tmp_path_factory.mktemp("driver"))
@@ -440,4 +453,25 @@ def test_conformance_harness_trace(tmp_path):
     assert_well_formed(t)
     assert t.process.get(1000) == "SIMDEV:0"
     cats = collections.Counter(e["cat"] for r in t.runs.values() for e in r)
+    assert cats["memcpy_h2d"] > 0 and cats["memcpy_d2h"] > 0, cats
+
+
+def test_conformance_harness_trace_per_process(tmp_path):
+    """Forked (the default), every test runs in a child process that loads
+    the plugin: with "%p" each process writes its own trace."""
+    assert HARNESS.is_file(), f"{HARNESS} not built (make build)"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SIMDEV_")}
+    env["SIMDEV_TRACE"] = str(tmp_path / "harness-%p.json")
+    p = subprocess.run([str(HARNESS), "--filter", "generic.memcpy_async",
+                        "--filter", "generic.stream_dependency",
+                        str(BUILD_PLUGIN)], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    files = sorted(tmp_path.glob("harness-*.json"))
+    assert len(files) >= 2, files  # one per test's child, at least
+    cats = collections.Counter()
+    for f in files:
+        t = Trace(f)
+        assert_well_formed(t)
+        cats.update(e["cat"] for r in t.runs.values() for e in r)
     assert cats["memcpy_h2d"] > 0 and cats["memcpy_d2h"] > 0, cats
