@@ -485,6 +485,11 @@ void sim_trace_snapshot_free(sim_trace_snapshot* snap);
 uint32_t sim_trace_intern(const char* s);
 /* The string of id; "" for 0 or an unknown id. Valid until sim_trace_reset. */
 const char* sim_trace_name(uint32_t id);
+/* The name a recorded thread had (pthread_getname_np) when it first
+ * submitted or allocated while tracing was on, or NULL if unknown. Taken
+ * then because exporters run later, often after the thread is gone.
+ * Valid until sim_trace_reset. */
+const char* sim_trace_thread_name(int32_t tid);
 
 /* Frees every ring and interned string. Only with no consumer active and
  * no stream or device alive (tests, end of a harness run); SIM_EINVAL

@@ -91,6 +91,11 @@ void sim_trace_device_gone(sim_device* dev);
 /* ---- trace_names.c: interned strings (sim_trace_intern/name) ---------- */
 /* Frees every interned string (sim_trace_reset). */
 void sim_trace_names_reset(void);
+/* Remembers tid's thread name (empty: nothing to remember; a full table or
+ * no memory: forgotten, the exporters fall back to /proc or the number). */
+void sim_trace_names_thread(int32_t tid, const char* name);
+/* Generation of the table, >= 1; sim_trace_names_reset advances it. */
+uint32_t sim_trace_names_gen(void);
 
 /* ---- arena.c: the device region and its jemalloc arena ---------------- */
 typedef struct sim_arena sim_arena;

@@ -96,9 +96,25 @@ static struct {
 static _Atomic uint64_t g_next_id;
 
 static __thread int32_t tls_tid;
+/* The names table's generation when this thread last registered its name
+ * (sim_trace_names_thread): a reset empties the table, so a thread that
+ * records again registers again. */
+static __thread uint32_t tls_named_gen;
 
+/* The calling thread's Linux id. On a thread's first record after a reset,
+ * its name (pthread_getname_np) goes into the names table, so a profile
+ * written after the thread ended (TF's executor threads are gone by exit)
+ * still shows "tf_Compute" rather than a number. */
 static int32_t current_tid(void) {
   if (tls_tid == 0) tls_tid = (int32_t)syscall(SYS_gettid);
+  uint32_t gen = sim_trace_names_gen();
+  if (tls_named_gen != gen) {
+    char name[16];
+    if (pthread_getname_np(pthread_self(), name, sizeof(name)) != 0)
+      name[0] = '\0';
+    sim_trace_names_thread(tls_tid, name);
+    tls_named_gen = gen;
+  }
   return tls_tid;
 }
 

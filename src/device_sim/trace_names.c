@@ -12,11 +12,13 @@
  * construction time (a kernel's name, once), and sim_trace_name for exporters,
  * never for the recording path.
  */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "sim_internal.h"
 
 #define NAMES_MAX (1u << 20) /* most distinct strings */
+#define THREADS_MAX 4096u     /* most threads remembered by name */
 
 static struct {
   pthread_mutex_t lock;
@@ -24,7 +26,15 @@ static struct {
   uint32_t n, cap; /* used and allocated entries of strs */
   uint32_t* slots; /* hash slots: id, or 0 = empty */
   uint32_t nslots; /* power of two; at most half full */
-} t = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  /* Thread names (sim_trace_names_thread): tid -> interned name id, in
+   * registration order; a tid seen again (reused by the OS) is renamed. */
+  struct {
+    int32_t tid;
+    uint32_t name;
+  } * threads;
+  uint32_t nthreads, capthreads;
+  _Atomic uint32_t gen; /* advanced by each reset; read without the lock */
+} t = {.lock = PTHREAD_MUTEX_INITIALIZER, .gen = 1};
 
 static uint32_t hash(const char* s) {
   uint32_t h = 2166136261u;
@@ -101,8 +111,49 @@ const char* sim_trace_name(uint32_t id) {
   return s;
 }
 
+uint32_t sim_trace_names_gen(void) {
+  return atomic_load_explicit(&t.gen, memory_order_relaxed);
+}
+
+void sim_trace_names_thread(int32_t tid, const char* name) {
+  if (name == NULL || name[0] == '\0') return;
+  uint32_t id = sim_trace_intern(name);
+  if (id == 0) return;
+  sim_lock(&t.lock);
+  uint32_t i = 0;
+  while (i < t.nthreads && t.threads[i].tid != tid) i++;
+  if (i == t.nthreads) {
+    if (t.nthreads == THREADS_MAX) goto out;
+    if (t.nthreads == t.capthreads) {
+      uint32_t cap = t.capthreads ? t.capthreads * 2 : 64;
+      void* p = realloc(t.threads, cap * sizeof(*t.threads));
+      if (p == NULL) goto out;
+      t.threads = p;
+      t.capthreads = cap;
+    }
+    t.nthreads++;
+  }
+  t.threads[i].tid = tid;
+  t.threads[i].name = id;
+out:
+  sim_unlock(&t.lock);
+}
+
+const char* sim_trace_thread_name(int32_t tid) {
+  const char* s = NULL;
+  sim_lock(&t.lock);
+  for (uint32_t i = 0; i < t.nthreads && s == NULL; i++)
+    if (t.threads[i].tid == tid) s = t.strs[t.threads[i].name - 1];
+  sim_unlock(&t.lock);
+  return s;
+}
+
 void sim_trace_names_reset(void) {
   sim_lock(&t.lock);
+  free(t.threads);
+  t.threads = NULL;
+  t.nthreads = t.capthreads = 0;
+  atomic_fetch_add_explicit(&t.gen, 1, memory_order_relaxed);
   for (uint32_t i = 0; i < t.n; i++) free(t.strs[i]);
   free(t.strs);
   free(t.slots);

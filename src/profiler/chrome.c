@@ -7,10 +7,10 @@
  *     (tid = stream id, "simdev<d>-s<n>") with a complete ("X") event per
  *     record; a counter ("C") track "memory in use" from the memory ring,
  *     and an instant "alloc failed" per failed allocation.
- *   - pid 1, "host": one thread per submitting Linux tid, named from
- *     /proc/self/task/<tid>/comm when the thread still exists (read at
- *     write time: a thread that exited, or a tid of another process, is
- *     "thread <tid>"); a short "submit <name>" slice at each enqueue.
+ *   - pid 1, "host": one thread per submitting Linux tid, named as the
+ *     recorder saw it at its first record (sim_trace_thread_name), else from
+ *     /proc/self/task/<tid>/comm if the thread still exists, else
+ *     "thread <tid>"; a short "submit <name>" slice at each enqueue.
  *   - a flow ("s" on the submit slice, "f" on the run, id = the correlation
  *     id) from every submit to its run.
  *   - otherData: the dropped-record counts (all, by stream, by device) and
@@ -163,6 +163,11 @@ static int submit_cmp(const void* a, const void* b) {
 }
 
 static void host_thread_name(int32_t tid, char* buf, size_t len) {
+  const char* known = sim_trace_thread_name(tid); /* named when it submitted */
+  if (known != NULL) {
+    snprintf(buf, len, "%s", known);
+    return;
+  }
   char path[64];
   snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)tid);
   FILE* c = fopen(path, "r");

@@ -374,6 +374,10 @@ def test_tf_graph_trace(run_tf, tmp_path):
                for c in t.counters)
     assert max(c["args"]["bytes"] for c in t.counters if c["pid"] == 1000) > 0
     assert t.other["simdev_dropped_events"] == 0
+    # Host threads carry the names they had when they submitted, though
+    # TF's executor threads are gone by the time the file is written.
+    host = [name for (pid, _), name in t.thread.items() if pid == 1]
+    assert host and not [n for n in host if n.startswith("thread ")], host
 
 
 def test_tf_unwritable_trace_path(run_tf, tmp_path):

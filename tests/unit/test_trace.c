@@ -462,10 +462,16 @@ static void waits_carry_peer(void** state) {
   assert_true(tu_gate_wait_entered(g, TU_TIMEOUT_MS));
   tu_gate_open(g);
   assert_int_equal(sim_stream_synchronize(b), SIM_OK);
-  /* Stream on stream: a record on `other`, a wait on the dependent. */
+  /* Stream on stream: a record on `other`, a wait on the dependent. A gate
+   * holds `other` so the record is still pending when the wait is made: a
+   * wait on a record that already ran enqueues nothing (no race decides
+   * what this test sees). */
+  tu_gate* g2 = tu_gate_submit(f, b);
+  assert_true(tu_gate_wait_entered(g2, TU_TIMEOUT_MS));
   assert_int_equal(sim_stream_wait_stream(a, b), SIM_OK);
   tu_item_init(&it[1], 1, NULL);
   assert_int_equal(sim_stream_submit(a, &it[1].work), SIM_OK);
+  tu_gate_open(g2);
   assert_int_equal(sim_stream_synchronize(a), SIM_OK);
   assert_int_equal(sim_stream_synchronize(b), SIM_OK);
   sim_trace_stop();
