@@ -257,6 +257,9 @@ void* sim_mem_alloc(sim_device* dev, uint64_t size) {
   }
   uint64_t usable = p ? sdje_sallocx(p, MALLOCX_TCACHE_NONE) : 0;
   if (p != NULL) SIM_VG_MALLOC(p, usable);
+  /* The recorder's thread id before the lock: a thread's first one may
+   * register its name (a lock and a malloc), which stays out of ours. */
+  int32_t tid = sim_trace_on() ? sim_trace_tid() : 0;
   sim_lock(&a->lock);
   if (p == NULL) {
     a->stats.num_failed++;
@@ -268,9 +271,9 @@ void* sim_mem_alloc(sim_device* dev, uint64_t size) {
     if (usable > a->stats.largest_alloc) a->stats.largest_alloc = usable;
   }
   /* Under the lock, so a device's records are in the order of in_use. */
-  if (sim_trace_on())
+  if (tid != 0)
     sim_trace_mem_op(dev, p ? 1 : 0, p, p ? usable : size,
-                     a->stats.bytes_in_use);
+                     a->stats.bytes_in_use, tid);
   sim_unlock(&a->lock);
   return p;
 }
@@ -284,12 +287,13 @@ void sim_mem_free(sim_device* dev, void* p) {
   uint64_t usable = sdje_sallocx(p, MALLOCX_TCACHE_NONE);
   sdje_dallocx(p, MALLOCX_TCACHE_NONE);
   SIM_VG_FREE(p);
+  int32_t tid = sim_trace_on() ? sim_trace_tid() : 0; /* as in alloc */
   sim_lock(&a->lock);
   SIM_CHECK(a->stats.bytes_in_use >= usable);
   a->stats.bytes_in_use -= usable;
   a->stats.num_frees++;
-  if (sim_trace_on())
-    sim_trace_mem_op(dev, -1, p, usable, a->stats.bytes_in_use);
+  if (tid != 0)
+    sim_trace_mem_op(dev, -1, p, usable, a->stats.bytes_in_use, tid);
   sim_unlock(&a->lock);
 }
 

@@ -1,7 +1,8 @@
 /*
  * config.c - SIMDEV_* environment settings.
  *
- * Parsing is strict: the whole value must be a decimal integer in range.
+ * Parsing is strict: a number must be a whole decimal integer in range (a
+ * path, SIMDEV_TRACE, must be non-empty and fit).
  * A typo must never silently become a default (SIMDEV_MEMORY_MB=2g is an
  * error, not 2 MiB), because the caller turns the error into a refusal to
  * load the plugin with a message that names the variable.

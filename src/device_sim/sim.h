@@ -282,6 +282,12 @@ int sim_stream_is_current(const sim_stream* s);
  * (sim_stream_run_inline). The caller keeps src/dst alive until the item ran
  * (synchronize or an event). */
 int sim_memcpy_async(sim_stream* s, void* dst, const void* src, uint64_t n);
+/* The same, with the direction the recorder shows (SIM_TRACE_MEMCPY_H2D ..
+ * SIM_TRACE_MEMCPY_H2H, else SIM_EINVAL) given by the caller, who knows it:
+ * sim_memcpy_async works it out from s's device alone, so a copy between
+ * two devices would look like a host copy. */
+int sim_memcpy_async_kind(sim_stream* s, void* dst, const void* src,
+                          uint64_t n, int kind);
 int sim_memset8_async(sim_stream* s, void* dst, uint8_t value, uint64_t n);
 /* n is in bytes and must be a multiple of 4 (SIM_EINVAL otherwise); dst must
  * be 4-byte aligned. */
@@ -354,7 +360,11 @@ int sim_timer_elapsed_ns(sim_timer* t, uint64_t* ns);
  * (the worker, or the submitter for an inline run); every device allocation
  * and free becomes one sim_trace_mem in its device's ring. A full ring
  * overwrites its oldest record and counts it in `dropped`: recording never
- * blocks and never grows past its capacity. Rings outlive their stream or
+ * waits for room and never grows past its capacity (it does wait, briefly,
+ * while a snapshot copies that ring). `dropped` counts since the ring was
+ * last cleared (the first start with no consumer active), not per
+ * snapshot window: a TF profiler session inside a SIMDEV_TRACE run sees the
+ * run's drops. Rings outlive their stream or
  * device (a profile is read after the work ran) until the next
  * sim_trace_start that finds no consumer active, or sim_trace_reset; a new
  * stream or device with the same key (a device created again restarts its
@@ -364,7 +374,11 @@ int sim_timer_elapsed_ns(sim_timer* t, uint64_t* ns);
  *
  * Which items are recorded: those submitted (or run inline) while recording
  * is on; such an item is recorded when it runs even if recording stopped
- * meanwhile. A record is written after the item's done returned.
+ * meanwhile. A record is written after the item's run returned and before
+ * its done is called: whoever done wakes (a synchronize, TF's executor)
+ * finds the record there. An event wait or stream wait whose record has
+ * already run enqueues nothing and leaves no record (the record on the
+ * other stream is still there).
  *
  * Times are CLOCK_MONOTONIC nanoseconds (sim_now_ns). All functions are
  * thread-safe. */
@@ -372,8 +386,8 @@ int sim_timer_elapsed_ns(sim_timer* t, uint64_t* ns);
 typedef enum sim_trace_kind {
   SIM_TRACE_OTHER = 0,         /* submitted without trace info */
   SIM_TRACE_KERNEL = 1,        /* name = node name, type = op type */
-  SIM_TRACE_MEMCPY_H2D = 2,    /* sim_memcpy_async: the direction comes from */
-  SIM_TRACE_MEMCPY_D2H = 3,    /* sim_mem_contains on dst and src */
+  SIM_TRACE_MEMCPY_H2D = 2,    /* copies: sim_memcpy_async_kind's kind, or */
+  SIM_TRACE_MEMCPY_D2H = 3,    /* sim_memcpy_async's guess from its device */
   SIM_TRACE_MEMCPY_D2D = 4,
   SIM_TRACE_MEMCPY_H2H = 5,
   SIM_TRACE_MEMSET = 6,
@@ -389,9 +403,11 @@ typedef enum sim_trace_kind {
 /* Static name of a kind ("kernel", "memcpy_h2d", ...); never NULL. */
 const char* sim_trace_kind_name(int kind);
 
-/* Default and limits of the per-stream ring (SIMDEV_TRACE_EVENTS). */
+/* Default and limit of each ring, a stream's or a device's memory ring
+ * (SIMDEV_TRACE_EVENTS). A record is 72 bytes: the default is 4.5 MiB per
+ * ring at most, the limit 72 MiB (rings grow by doubling as they fill). */
 #define SIM_TRACE_DEFAULT_RECORDS 65536u
-#define SIM_TRACE_MAX_RECORDS (16u * 1024u * 1024u)
+#define SIM_TRACE_MAX_RECORDS (1u << 20)
 
 enum sim_trace_rec_flags {
   SIM_TRACE_INLINE = 1u << 0, /* ran on the submitter's thread */
@@ -450,7 +466,9 @@ typedef struct sim_trace_snapshot {
   sim_trace_device* devices;
 } sim_trace_snapshot;
 
-/* (device << 16 | stream) + 1: never 0, so 0 can mean "none". */
+/* (device << 16 | stream) + 1: never 0, so 0 can mean "none". Stream ids
+ * only grow, so past 65536 streams created on one device two keys meet
+ * (TensorFlow creates a handful per device, once). */
 static inline uint32_t sim_trace_stream_key(int device, int stream) {
   return (((uint32_t)device << 16) | ((uint32_t)stream & 0xffffu)) + 1u;
 }

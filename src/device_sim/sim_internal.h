@@ -76,10 +76,16 @@ void sim_trace_fill(sim_work* w);
 void sim_trace_item(sim_trace_ring* r, const sim_work_trace* t,
                     uint64_t start_ns, uint64_t end_ns, int status,
                     uint32_t flags);
-/* Appends a memory record to dev's ring (op: 1 alloc, -1 free, 0 failed).
- * Called with dev's arena lock held, which orders a device's records. */
+/* Appends a memory record to dev's ring (op: 1 alloc, -1 free, 0 failed)
+ * made by thread tid (sim_trace_tid, taken before the arena lock). Called
+ * with dev's arena lock held, which orders a device's records; takes only
+ * the ring's lock under it. */
 void sim_trace_mem_op(sim_device* dev, int op, const void* addr, uint64_t bytes,
-                      uint64_t in_use);
+                      uint64_t in_use, int32_t tid);
+/* The calling thread's Linux id (never 0); on its first call after a reset
+ * it also registers the thread's name (trace_names.c: a lock, a malloc), so
+ * call it with no device_sim lock held. */
+int32_t sim_trace_tid(void);
 /* Every stream and device has a ring header from creation to destruction
  * (born: SIM_ENOMEM if none could be made; gone: the ring stays for
  * snapshots). */
@@ -169,8 +175,8 @@ struct sim_stream {
   char msg[256]; /* message of the first failure */
 
   /* The stream's trace ring (trace.c), set at creation; written by whoever
-   * runs an item (worker or inline submitter, one at a time). Not under
-   * `lock`. */
+   * runs an item (worker or inline submitter, one at a time), under the
+   * ring's own lock, never under `lock`. */
   sim_trace_ring* trace_ring;
 };
 

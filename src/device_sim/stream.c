@@ -85,11 +85,11 @@ static int worker_may_go(const sim_stream* s) {
   return head_runnable(s) || (s->stopping && !s->busy);
 }
 
-/* Runs w, or drains it (done(SIM_ESTREAM), run skipped) when `drain`;
- * records a failure as sticky; calls its done. Returns what run returned. */
-static inline __attribute__((always_inline)) int run_and_done(sim_stream* s,
-                                                              sim_work* w,
-                                                              int drain) {
+/* Runs w, or skips it (SIM_ESTREAM) when `drain`; records a failure as
+ * sticky. Returns what run returned. done is the caller's to call. */
+static inline __attribute__((always_inline)) int run_only(sim_stream* s,
+                                                          sim_work* w,
+                                                          int drain) {
   char msg[256];
   int rc;
   msg[0] = '\0';
@@ -97,39 +97,36 @@ static inline __attribute__((always_inline)) int run_and_done(sim_stream* s,
     rc = SIM_ESTREAM;
   else
     rc = w->run(w, msg, sizeof(msg));
-  const char* label = w->label;
   if (rc != SIM_OK && rc != SIM_ESTREAM) {
     sim_lock(&s->lock);
-    set_sticky(s, rc, msg, label);
+    set_sticky(s, rc, msg, w->label);
     sim_unlock(&s->lock);
   }
-  if (w->done != NULL) w->done(w, rc); /* may free w */
   return rc;
 }
 
-static int run_memcpy(sim_work* w, char* msg, size_t len);
-static uint32_t copy_kind(const sim_stream* s, const sim_work* w);
-
 /* run_item's rare cases: the stream failed earlier (drain unless
- * SIM_WORK_ALWAYS_RUN), and items submitted while tracing was on, whose
- * record is written here, after done returned. `how` is the record's
- * sim_trace_rec_flags. */
+ * SIM_WORK_ALWAYS_RUN), and items submitted while tracing was on. A traced
+ * item's record is written after run and before done: its end is when run
+ * returned (what done does, e.g. TF's bookkeeping for a kernel, is not the
+ * item's time), and whoever done wakes finds the record there. `how` is
+ * the record's sim_trace_rec_flags. */
 static __attribute__((noinline)) void run_item_rare(sim_stream* s, sim_work* w,
                                                     int status, uint32_t how) {
   int drain = status != SIM_OK && !(w->flags & SIM_WORK_ALWAYS_RUN);
   if (!(w->flags & SIM_WORK_TRACED_)) {
-    run_and_done(s, w, drain);
+    int rc = run_only(s, w, drain);
+    if (w->done != NULL) w->done(w, rc); /* may free w */
     return;
   }
   w->flags &= ~SIM_WORK_TRACED_; /* an item may be submitted again */
-  sim_work_trace tr = w->trace;  /* done may free w */
-  if (w->run == run_memcpy) tr.kind = copy_kind(s, w);
   /* An inline item was stamped at submit an instant ago, on this thread:
    * that is its start too (one clock read less; reads cost ~70 ns on VMs). */
-  uint64_t start = (how & SIM_TRACE_INLINE) ? tr.enq_ns : sim_now_ns();
-  int rc = run_and_done(s, w, drain);
+  uint64_t start = (how & SIM_TRACE_INLINE) ? w->trace.enq_ns : sim_now_ns();
+  int rc = run_only(s, w, drain);
   uint64_t end = sim_now_ns();
-  sim_trace_item(s->trace_ring, &tr, drain ? end : start, end, rc, how);
+  sim_trace_item(s->trace_ring, &w->trace, drain ? end : start, end, rc, how);
+  if (w->done != NULL) w->done(w, rc); /* may free w */
 }
 
 /* Runs w (or drains it when the stream failed earlier), records a failure
@@ -143,7 +140,8 @@ static void run_item(sim_stream* s, sim_work* w, int status, uint32_t how) {
     run_item_rare(s, w, status, how);
     return;
   }
-  run_and_done(s, w, 0);
+  int rc = run_only(s, w, 0);
+  if (w->done != NULL) w->done(w, rc); /* may free w */
 }
 
 static void* worker_main(void* arg) {
@@ -371,23 +369,12 @@ static int run_memset32(sim_work* w, char* msg, size_t len) {
   return SIM_OK;
 }
 
-/* A traced copy's direction, decided when it runs (so that the off path
- * never pays for sim_mem_contains): device memory is s's device's region
- * and the host ranges mapped into it. */
-static uint32_t copy_kind(const sim_stream* s, const sim_work* w) {
-  const copy_item* c = (const copy_item*)w;
-  int d = sim_mem_contains(s->dev, c->dst, c->n ? c->n : 1);
-  int from_dev = sim_mem_contains(s->dev, c->src, c->n ? c->n : 1);
-  if (from_dev) return d ? SIM_TRACE_MEMCPY_D2D : SIM_TRACE_MEMCPY_D2H;
-  return d ? SIM_TRACE_MEMCPY_H2D : SIM_TRACE_MEMCPY_H2H;
-}
-
-static int submit_copy(sim_stream* s, sim_work_run_fn run, const char* label,
-                       void* dst, const void* src, uint64_t n, uint32_t v) {
+static int submit_copy(sim_stream* s, sim_work_run_fn run, uint32_t kind,
+                       const char* label, void* dst, const void* src,
+                       uint64_t n, uint32_t v) {
   copy_item* c = sim_work_alloc(sizeof(*c), run, 0, label);
   if (c == NULL) return SIM_ENOMEM;
-  /* Copies: the kind is replaced by the direction if it is traced. */
-  c->w.trace.kind = run == run_memcpy ? SIM_TRACE_MEMCPY_H2H : SIM_TRACE_MEMSET;
+  c->w.trace.kind = kind;
   c->w.trace.bytes = n;
   c->dst = dst;
   c->src = src;
@@ -399,21 +386,42 @@ static int submit_copy(sim_stream* s, sim_work_run_fn run, const char* label,
   return sim_stream_submit(s, &c->w);
 }
 
-int sim_memcpy_async(sim_stream* s, void* dst, const void* src, uint64_t n) {
+int sim_memcpy_async_kind(sim_stream* s, void* dst, const void* src,
+                          uint64_t n, int kind) {
   if (s == NULL || (n > 0 && (dst == NULL || src == NULL))) return SIM_EINVAL;
-  return submit_copy(s, run_memcpy, "memcpy", dst, src, n, 0);
+  if (kind < SIM_TRACE_MEMCPY_H2D || kind > SIM_TRACE_MEMCPY_H2H)
+    return SIM_EINVAL;
+  return submit_copy(s, run_memcpy, (uint32_t)kind, "memcpy", dst, src, n, 0);
+}
+
+/* The direction as s's device sees it (its region and the host ranges
+ * mapped into it); worked out only when tracing is on, so the off path
+ * never pays for sim_mem_contains. */
+int sim_memcpy_async(sim_stream* s, void* dst, const void* src, uint64_t n) {
+  int kind = SIM_TRACE_MEMCPY_H2H;
+  if (sim_trace_on() && s != NULL) {
+    uint64_t len = n ? n : 1;
+    int to_dev = sim_mem_contains(s->dev, dst, len);
+    if (sim_mem_contains(s->dev, src, len))
+      kind = to_dev ? SIM_TRACE_MEMCPY_D2D : SIM_TRACE_MEMCPY_D2H;
+    else if (to_dev)
+      kind = SIM_TRACE_MEMCPY_H2D;
+  }
+  return sim_memcpy_async_kind(s, dst, src, n, kind);
 }
 
 int sim_memset8_async(sim_stream* s, void* dst, uint8_t value, uint64_t n) {
   if (s == NULL || (n > 0 && dst == NULL)) return SIM_EINVAL;
-  return submit_copy(s, run_memset8, "memset", dst, NULL, n, value);
+  return submit_copy(s, run_memset8, SIM_TRACE_MEMSET, "memset", dst, NULL, n,
+                     value);
 }
 
 int sim_memset32_async(sim_stream* s, void* dst, uint32_t value, uint64_t n) {
   if (s == NULL || n % 4 != 0 || (uintptr_t)dst % 4 != 0 ||
       (n > 0 && dst == NULL))
     return SIM_EINVAL;
-  return submit_copy(s, run_memset32, "memset32", dst, NULL, n, value);
+  return submit_copy(s, run_memset32, SIM_TRACE_MEMSET, "memset32", dst, NULL,
+                     n, value);
 }
 
 typedef struct callback_item {

@@ -1,7 +1,7 @@
 /*
  * trace.c - the recorder behind sim_trace_* (sim.h, "tracing"): per-stream
  * rings of sim_trace_rec, per-device rings of sim_trace_mem, the consumer
- * count, snapshots and the table of interned names.
+ * count and snapshots (interned names: trace_names.c).
  *
  * The off path. stream.c and arena.c test sim_trace_on() (a relaxed load of
  * `sim_trace_flag`) once per item or allocation; only when it is set do they
@@ -24,14 +24,16 @@
  * the oldest is freed and the records it held are added to its device's
  * `dropped` (sim_trace_device), so totals stay true.
  *
- * Locks. g.lock (static) guards the ring list, every header's key/alive/
- * death fields, the consumer count and the capacity. Each ring's own `lock`
- * guards its buffer and counters; it is taken by the one thread recording
- * into it (a stream runs one item at a time; a device's memory records are
- * made under its arena lock) and by snapshots, and only while tracing is on
- * or a snapshot is taken. Order: arena lock -> g.lock -> ring lock; nothing
- * is called with a ring lock held but malloc. The name table has its own
- * lock (names.lock), taken alone.
+ * Locks. g.lock (static) guards the ring list, every header's identity,
+ * alive, death and evicted fields, and g's counters (consumers, capacity,
+ * ndead, deaths, hg_done). Each ring's own `lock` guards its buffer and
+ * counters; it is taken by the one thread recording into it (a stream runs
+ * one item at a time; a device's memory records are made under its arena
+ * lock), by snapshots, and by clearing and eviction (under g.lock). Order:
+ * arena lock -> g.lock -> ring lock; nothing is called with a ring lock held
+ * but malloc. The names table (trace_names.c, t.lock) is taken with no
+ * other lock held: sim_trace_tid, which may register a thread's name, is
+ * called before any.
  *
  * Helgrind: the flag and the correlation counter are C11 atomics read and
  * written without a lock by design (a consumer may start while streams run);
@@ -60,8 +62,6 @@
 #define SIM_TRACE_DEAD_RINGS 64
 /* First buffer of a ring, in records; it doubles up to the capacity. */
 #define SIM_TRACE_FIRST_RECORDS 256u
-/* Most distinct interned strings. */
-#define SIM_TRACE_MAX_NAMES (1u << 20)
 
 _Atomic int sim_trace_flag;
 
@@ -105,7 +105,7 @@ static __thread uint32_t tls_named_gen;
  * its name (pthread_getname_np) goes into the names table, so a profile
  * written after the thread ended (TF's executor threads are gone by exit)
  * still shows "tf_Compute" rather than a number. */
-static int32_t current_tid(void) {
+int32_t sim_trace_tid(void) {
   if (tls_tid == 0) tls_tid = (int32_t)syscall(SYS_gettid);
   uint32_t gen = sim_trace_names_gen();
   if (tls_named_gen != gen) {
@@ -248,6 +248,8 @@ static void* ring_slot(sim_trace_ring* r) {
       r->buf = buf;
       r->cap = cap;
       r->head = 0;
+    } else {
+      r->max = r->cap; /* no retry of a big malloc on every record */
     }
   }
   if (r->cap == 0) {
@@ -270,7 +272,7 @@ void sim_trace_fill(sim_work* w) {
   w->trace.id =
       atomic_fetch_add_explicit(&g_next_id, 1, memory_order_relaxed) + 1;
   w->trace.enq_ns = sim_now_ns();
-  w->trace.enq_tid = current_tid();
+  w->trace.enq_tid = sim_trace_tid();
   w->flags |= SIM_WORK_TRACED_;
 }
 
@@ -296,16 +298,17 @@ void sim_trace_item(sim_trace_ring* r, const sim_work_trace* t,
 }
 
 void sim_trace_mem_op(sim_device* dev, int op, const void* addr, uint64_t bytes,
-                      uint64_t in_use) {
+                      uint64_t in_use, int32_t tid) {
   sim_trace_ring* r = dev->trace_mem;
+  uint64_t ns = sim_now_ns(); /* before the lock: a clock read is slow on VMs */
   sim_lock(&r->lock);
   sim_trace_mem* m = ring_slot(r);
   if (m != NULL)
-    *m = (sim_trace_mem){.ns = sim_now_ns(),
+    *m = (sim_trace_mem){.ns = ns,
                          .addr = (uint64_t)(uintptr_t)addr,
                          .bytes = bytes,
                          .in_use = in_use,
-                         .tid = current_tid(),
+                         .tid = tid,
                          .op = op};
   sim_unlock(&r->lock);
 }

@@ -8,9 +8,14 @@
  * copy and never moves, so the pointer sim_trace_name returns stays valid
  * after later interning grows the arrays, until sim_trace_reset frees it.
  *
- * Locking: `lock` guards everything; both functions take it. Interning is for
- * construction time (a kernel's name, once), and sim_trace_name for exporters,
- * never for the recording path.
+ * It also keeps the names of recording threads (sim_trace_names_thread,
+ * sim_trace_thread_name): tid -> interned name, registered on a thread's
+ * first record after a reset (trace.c, sim_trace_tid), at most THREADS_MAX.
+ *
+ * Locking: `t.lock` guards everything except `gen` (atomic); every function
+ * takes it alone, with no other device_sim lock held. Interning is for
+ * construction time (a kernel's name, once) and a thread's first record,
+ * sim_trace_name for exporters; never per item.
  */
 #include <stdatomic.h>
 #include <string.h>

@@ -251,7 +251,9 @@ static void memcpy_dtoh(const SP_Device* device, SP_Stream stream,
                          status))
     return;
   set_enqueue_status(
-      status, sim_memcpy_async(stream->s, host_dst, device_src->opaque, size),
+      status,
+      sim_memcpy_async_kind(stream->s, host_dst, device_src->opaque, size,
+                            SIM_TRACE_MEMCPY_D2H),
       "memcpy_dtoh");
 }
 
@@ -263,7 +265,9 @@ static void memcpy_htod(const SP_Device* device, SP_Stream stream,
                          status))
     return;
   set_enqueue_status(
-      status, sim_memcpy_async(stream->s, device_dst->opaque, host_src, size),
+      status,
+      sim_memcpy_async_kind(stream->s, device_dst->opaque, host_src, size,
+                            SIM_TRACE_MEMCPY_H2D),
       "memcpy_htod");
 }
 
@@ -293,8 +297,9 @@ static void memcpy_dtod(const SP_Device* device, SP_Stream stream,
                        status))
     return;
   set_enqueue_status(status,
-                     sim_memcpy_async(stream->s, device_dst->opaque,
-                                      device_src->opaque, size),
+                     sim_memcpy_async_kind(stream->s, device_dst->opaque,
+                                           device_src->opaque, size,
+                                           SIM_TRACE_MEMCPY_D2D),
                      "memcpy_dtod");
 }
 
