@@ -168,6 +168,7 @@ static void host_thread_name(int32_t tid, char* buf, size_t len) {
     snprintf(buf, len, "%s", known);
     return;
   }
+  int saved = errno; /* a thread gone is no write error (see the end) */
   char path[64];
   snprintf(path, sizeof(path), "/proc/self/task/%d/comm", (int)tid);
   FILE* c = fopen(path, "r");
@@ -178,6 +179,7 @@ static void host_thread_name(int32_t tid, char* buf, size_t len) {
     buf[strcspn(buf, "\n")] = '\0';
   }
   if (buf[0] == '\0') snprintf(buf, len, "thread %d", (int)tid);
+  errno = saved;
 }
 
 /* The host process: a thread per submitter, a slice per submit and the
@@ -317,6 +319,7 @@ int sp_chrome_json_write(const sim_trace_snapshot* snap, FILE* f, char* msg,
              snap == NULL ? "snapshot" : "file");
     return SIM_EINVAL;
   }
+  errno = 0; /* the reason reported at the end is this write's */
   uint64_t t0 = sp_snapshot_t0(snap);
   int first = 1;
   fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", f);

@@ -39,16 +39,17 @@
  */
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "profiler/sp.h"
-#include "se/se.h"
 #include "tensorflow/c/experimental/pluggable_profiler/pluggable_profiler.h"
 #include "tensorflow/c/tf_status.h"
 
-/* The device type TF matches profilers and devices by (SE_InitPlugin's). */
+/* The device type; TF 2.21 only validates it (nothing matches profilers to
+ * devices by it), but it names the plugin's profiler: SE_InitPlugin's. */
 #define SP_DEVICE_TYPE "SIMDEV"
 
 typedef enum sp_state {
@@ -64,6 +65,13 @@ static uint64_t g_begin_ns;        /* sim_now_ns() at start */
 static sim_trace_snapshot* g_snap; /* SP_STOPPED, until encoded */
 static uint8_t* g_xspace;          /* SP_STOPPED, once encoded */
 static size_t g_xspace_len;
+/* SIMDEV_TRACE_EVENTS, set by SE_InitPlugin before TF can start a session
+ * (sp_profiler_set_ring_records); 0: device_sim's default. */
+static _Atomic uint32_t g_ring_records;
+
+void sp_profiler_set_ring_records(uint32_t records) {
+  atomic_store(&g_ring_records, records);
+}
 
 static void set_status(TF_Status* status, TF_Code code, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -108,8 +116,7 @@ static void profiler_start(const TP_Profiler* profiler, TF_Status* status) {
   }
   /* A stopped session nobody collected is superseded by the new one. */
   release_locked();
-  const sim_config* cfg = se_config();
-  int rc = sim_trace_start(cfg->trace_records);
+  int rc = sim_trace_start(atomic_load(&g_ring_records));
   if (rc != SIM_OK) {
     pthread_mutex_unlock(&g_lock);
     set_status(status, code_of(rc), "start: cannot start recording (%s)",

@@ -50,6 +50,12 @@ int sp_xspace_encode(const sim_trace_snapshot* snap, uint8_t** out,
  * with the OS's reason if path cannot be opened. */
 int sp_tracefile_start(const char* path, uint32_t ring_records, char* msg,
                        size_t msg_len);
+/* The ring size (records per ring, SIMDEV_TRACE_EVENTS; 0: device_sim's
+ * default) TensorFlow profiler sessions record with (plugin.c, in
+ * libsimdev.so: TF_InitProfiler's sessions). SE_InitPlugin sets it from the
+ * settings, so the profiler reads no settings of its own. Thread-safe. */
+void sp_profiler_set_ring_records(uint32_t records);
+
 /* Writes the trace file now, with everything recorded so far (the exit
  * handler calls it too; each call rewrites the file). SIM_EINVAL if no
  * trace file was started. */

@@ -3,8 +3,10 @@
  * trace-event JSON at exit (sp_tracefile_start / sp_tracefile_flush).
  *
  * The file is opened once, at start (so a path that cannot be written is an
- * error at start-up, naming the OS's reason, not a silent loss at exit),
- * and kept open: each flush truncates it and writes the whole snapshot
+ * error at start-up, naming the OS's reason, not a silent loss at exit), and
+ * must be a regular file (a FIFO, a tty or /dev/null cannot be truncated and
+ * rewritten, and opening a FIFO would block the import), and kept open
+ * (close-on-exec: no child process inherits it): each flush truncates it and writes the whole snapshot
  * again, so a later flush (the exit handler's) supersedes an earlier one
  * and a relative path or a changed working directory does not matter.
  *
@@ -29,6 +31,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "profiler/sp.h"
@@ -47,9 +50,12 @@ static int flush_locked(char* msg, size_t msg_len) {
              sim_strerror(err));
     return err;
   }
-  /* Truncate and rewrite from the start: the file holds one JSON object. */
-  if (fflush(g_file) != 0 || ftruncate(fileno(g_file), 0) != 0 ||
-      fseek(g_file, 0, SEEK_SET) != 0) {
+  /* Truncate and rewrite from the start: the file holds one JSON object.
+   * An earlier failed write left the stream's error flag set: clear it, so
+   * this write is judged on its own. */
+  (void)fflush(g_file);
+  clearerr(g_file);
+  if (ftruncate(fileno(g_file), 0) != 0 || fseek(g_file, 0, SEEK_SET) != 0) {
     snprintf(msg, msg_len, "%s: cannot rewrite: %s", g_path, strerror(errno));
     sim_trace_snapshot_free(snap);
     return SIM_ESYS;
@@ -117,7 +123,17 @@ int sp_tracefile_start(const char* path, uint32_t ring_records, char* msg,
     goto out;
   }
   path = copy; /* from here on: the file's real name */
-  FILE* f = fopen(path, "w");
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    snprintf(msg, msg_len,
+             "not a regular file (the trace is rewritten in place at exit): "
+             "%s",
+             path);
+    free(copy);
+    err = SIM_EINVAL;
+    goto out;
+  }
+  FILE* f = fopen(path, "we"); /* e: O_CLOEXEC */
   if (f == NULL) {
     /* The OS's reason first: a long path may be cut, the reason not. */
     snprintf(msg, msg_len, "cannot open for writing (%s): %s", strerror(errno),

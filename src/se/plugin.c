@@ -237,6 +237,7 @@ __attribute__((visibility("default"))) void SE_InitPlugin(
   /* SIMDEV_TRACE: open the file and start recording now, before any device
    * or stream exists, so the trace holds the whole run; a path that cannot
    * be written fails start-up here rather than losing the trace at exit. */
+  sp_profiler_set_ring_records(g_config.trace_records);
   if (!g_config.disabled && g_config.trace_path[0] != '\0') {
     err = sp_tracefile_start(g_config.trace_path, g_config.trace_records, msg,
                              sizeof(msg));

@@ -211,7 +211,7 @@ def test_driver_json_exact(driver_run):
     assert fail["args"]["status"] != drained["args"]["status"]
     assert drained["dur"] == 0  # drained: never ran
     assert all("status" not in e["args"] for e in t.track("simdev0-s0"))
-    # Host threads by name (read from /proc at exit): the submitters.
+    # Host threads by name (kept from their first record): the submitters.
     host = {v: k[1] for k, v in t.thread.items() if k[0] == 1}
     assert sorted(host) == ["drv-main", "drv-sub"], host
     flow_tid = {s["id"]: s["tid"] for s in t.flow_s}

@@ -7,6 +7,8 @@
  * start/flush contract. The Python test (tests/tf/test_trace_json.py)
  * decodes the same outputs with json and with TF's own xplane_pb2.
  */
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -582,6 +584,12 @@ static void tracefile_lifecycle(void** state) {
   assert_non_null(strstr(msg, strerror(ENOENT)));
   assert_non_null(strstr(msg, "/nonexistent-dir/x/trace.json"));
 
+  /* Not a regular file: refused at start (it could not be rewritten). */
+  assert_int_equal(sp_tracefile_start("/dev/null", 0, msg, sizeof(msg)),
+                   SIM_EINVAL);
+  assert_non_null(strstr(msg, "not a regular file"));
+  assert_false(sim_trace_active());
+
   char path[] = "/tmp/simdev_tracefile_XXXXXX";
   int fd = mkstemp(path);
   assert_true(fd >= 0);
@@ -624,6 +632,20 @@ static void tracefile_lifecycle(void** state) {
     assert_int_equal(count_of(text, "\"name\":\"tracefile/kernel\""), 1);
     assert_int_equal(count_of(text, "\"traceEvents\""), 1);
   }
+  /* A write that fails (file size limit) is an error; the next one, with
+   * the limit lifted, succeeds and says so (no stale error flag). */
+  struct rlimit saved;
+  assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  void (*old_xfsz)(int) = signal(SIGXFSZ, SIG_IGN);
+  struct rlimit tiny = saved;
+  tiny.rlim_cur = 64;
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &tiny), 0);
+  int failed = sp_tracefile_flush(msg, sizeof(msg));
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &saved), 0);
+  signal(SIGXFSZ, old_xfsz);
+  assert_int_equal(failed, SIM_ESYS);
+  assert_non_null(strstr(msg, strerror(EFBIG)));
+  assert_int_equal(sp_tracefile_flush(msg, sizeof(msg)), SIM_OK);
   /* The exit handler writes into the unlinked file: no litter in /tmp. */
   unlink(path);
 }
