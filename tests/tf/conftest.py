@@ -689,3 +689,10 @@ def run_tf(plugin, tmp_path_factory):
         return TFRun(p.returncode, p.stdout, p.stderr, checks, str(rerun))
 
     return run
+
+
+@pytest.fixture(scope="session")
+def xplane_pb2():
+    """The TF wheel's xplane_pb2 (profutil.load_xplane_pb2: no TF import)."""
+    import profutil
+    return profutil.load_xplane_pb2()

@@ -27,13 +27,14 @@ Conversions run in a subprocess: xprof loads a 40 MB C++ library, and a crash
 in it must not take pytest down.
 """
 import collections
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from profutil import assert_ordered_disjoint, ns
 
 # Run as `python - xplane tool options`: prints the tool's data (JSON).
 CONVERT = r'''
@@ -95,36 +96,9 @@ class View:
         return out
 
 
-def ns(us):
-    """A viewer time (us, float) as integer ns."""
-    return round(us * 1000)
-
-
-def assert_ordered_disjoint(name, runs):
-    """One stream's events start in order and do not overlap (exact ns: the
-    times are session-relative, small enough for a double)."""
-    for a, b in zip(runs, runs[1:]):
-        assert ns(a["ts"]) + ns(a["dur"]) <= ns(b["ts"]), (name, a, b)
-
-
-def load_xplane_pb2():
-    """The wheel's xplane_pb2 without importing TensorFlow: find_spec locates
-    the package without running it; the _pb2 file needs protobuf only."""
-    spec = importlib.util.find_spec("tensorflow")
-    assert spec and spec.submodule_search_locations, "no tensorflow wheel"
-    path = Path(spec.submodule_search_locations[0],
-                "tsl/profiler/protobuf/xplane_pb2.py")
-    assert path.is_file(), path
-    mspec = importlib.util.spec_from_file_location("simdev_viewer_xplane_pb2",
-                                                   path)
-    mod = importlib.util.module_from_spec(mspec)
-    mspec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="module")
-def xp():
-    return load_xplane_pb2()
+def xp(xplane_pb2):
+    return xplane_pb2
 
 
 # ---- part 1: hand-made XSpaces ---------------------------------------------

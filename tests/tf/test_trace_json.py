@@ -19,7 +19,6 @@ The driver and the harness come from the build tree (`make build`), as
 tests/conformance does; the plugin is the one under test (conftest.py).
 """
 import collections
-import importlib.util
 import json
 import os
 import signal
@@ -28,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from profutil import assert_ordered_disjoint, ns
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = Path(os.environ.get("SIMDEV_BUILD_DIR") or ROOT / "build")
 DRIVER = BUILD / "tests" / "profiler" / "trace_driver"
@@ -35,28 +36,7 @@ HARNESS = BUILD / "tests" / "conformance" / "simdev_conformance"
 BUILD_PLUGIN = BUILD / "libsimdev.so"
 
 
-def load_xplane_pb2():
-    """The wheel's xplane_pb2, without importing TensorFlow: find_spec
-    locates the package without running it; the _pb2 file only needs
-    protobuf."""
-    spec = importlib.util.find_spec("tensorflow")
-    assert spec and spec.submodule_search_locations, "no tensorflow wheel"
-    path = Path(spec.submodule_search_locations[0],
-                "tsl/profiler/protobuf/xplane_pb2.py")
-    assert path.is_file(), path
-    mspec = importlib.util.spec_from_file_location("simdev_test_xplane_pb2",
-                                                   path)
-    mod = importlib.util.module_from_spec(mspec)
-    mspec.loader.exec_module(mod)
-    return mod
-
-
 # ---- reading the Chrome JSON ---------------------------------------------
-def ns(us):
-    """A JSON time (us with 3 decimals, exact ns) back to integer ns."""
-    return round(us * 1000)
-
-
 class Trace:
     """A Chrome trace, indexed: process and thread names, the runs per
     device track (ordered by ts), flows, counters."""
@@ -107,8 +87,7 @@ def assert_well_formed(t):
         assert t.thread[key] == f"simdev{pid - 1000}-s{tid}"
     # Per stream: ordered, not overlapping (exact ns).
     for key, runs in t.runs.items():
-        for a, b in zip(runs, runs[1:]):
-            assert ns(a["ts"]) + ns(a["dur"]) <= ns(b["ts"]), (key, a, b)
+        assert_ordered_disjoint(key, runs)
     # Flows pair up: one start and one end per id; the end sits on the run
     # with that correlation id, at its start; the start on a host thread.
     starts = collections.Counter(e["id"] for e in t.flow_s)
@@ -175,11 +154,6 @@ def test_driver_pid_in_path(tmp_path):
 @pytest.fixture(scope="module")
 def driver_run(tmp_path_factory):
     return run_driver(tmp_path_factory.mktemp("driver"))
-
-
-@pytest.fixture(scope="module")
-def xplane_pb2():
-    return load_xplane_pb2()
 
 
 def test_driver_json_exact(driver_run):
@@ -282,11 +256,19 @@ def test_driver_xspace_exact(driver_run, xplane_pb2):
                     if key in stats:
                         assert stats[key] == run["args"][key]
             assert names == DRIVER_STREAMS[line.name]
-            # Times on TF's clock: the JSON's relative starts, shifted.
+            # Times on TF's clock (CLOCK_REALTIME): the JSON's relative
+            # start of the line's first event, plus the JSON's time 0, plus
+            # the wall-clock offset. The two files come from two snapshots,
+            # each reading the offset: they agree to well within 1 ms
+            # unless the clock is stepped between them; without the
+            # conversion they would differ by decades.
             first = t.track(line.name)[0]
             if line.events:
                 assert line.events[0].offset_ps == 0
-                assert ns(first["ts"]) >= 0
+                want = (t.other["simdev_t0_ns"] + ns(first["ts"]) +
+                        t.other["simdev_realtime_offset_ns"])
+                assert abs(line.timestamp_ns - want) < 1_000_000, \
+                    (line.timestamp_ns, want)
     # The relative position of the lines agrees with the JSON (same clock).
     l00 = xs.planes[0].lines[0]
     l01 = xs.planes[0].lines[1]
