@@ -115,8 +115,7 @@ static void put_run(FILE* f, int* first, const sim_trace_stream* st,
     put_json_str(f, type);
     fputc(',', f);
   }
-  if (r->bytes != 0 ||
-      (r->kind >= SIM_TRACE_MEMCPY_H2D && r->kind <= SIM_TRACE_MEMSET))
+  if (sp_rec_has_bytes(r))
     fprintf(f, "\"bytes\":%" PRIu64 ",", r->bytes);
   if (r->enq_ns != 0) {
     fputs("\"queue_delay_us\":", f);
@@ -274,14 +273,6 @@ static void put_memory(FILE* f, int* first, const sim_trace_device* d,
   }
 }
 
-static int device_present(const sim_trace_snapshot* snap, int d) {
-  for (size_t i = 0; i < snap->nstreams; i++)
-    if (snap->streams[i].device == d) return 1;
-  for (size_t i = 0; i < snap->ndevices; i++)
-    if (snap->devices[i].device == d) return 1;
-  return 0;
-}
-
 /* The dropped counts: all of them, then by stream (records its ring
  * overwrote) and by device (memory records overwritten, plus the records of
  * destroyed streams' rings that device_sim freed: sim_trace_device). */
@@ -326,7 +317,7 @@ int sp_chrome_json_write(const sim_trace_snapshot* snap, FILE* f, char* msg,
 
   int max_dev = sp_snapshot_max_device(snap);
   for (int d = 0; d <= max_dev; d++) {
-    if (!device_present(snap, d)) continue;
+    if (!sp_snapshot_has_device(snap, d)) continue;
     char name[32];
     snprintf(name, sizeof(name), "SIMDEV:%d", d);
     put_meta(f, &first, "process_name", DEVICE_PID0 + d, 0, name);

@@ -73,6 +73,19 @@ uint64_t sp_snapshot_t0(const sim_trace_snapshot* snap) {
   return t0 == UINT64_MAX ? snap->begin_ns : t0;
 }
 
+int sp_snapshot_has_device(const sim_trace_snapshot* snap, int d) {
+  for (size_t i = 0; i < snap->nstreams; i++)
+    if (snap->streams[i].device == d) return 1;
+  for (size_t i = 0; i < snap->ndevices; i++)
+    if (snap->devices[i].device == d) return 1;
+  return 0;
+}
+
+int sp_rec_has_bytes(const sim_trace_rec* r) {
+  return r->bytes != 0 ||
+         (r->kind >= SIM_TRACE_MEMCPY_H2D && r->kind <= SIM_TRACE_MEMSET);
+}
+
 int sp_snapshot_max_device(const sim_trace_snapshot* snap) {
   int max = -1;
   for (size_t i = 0; i < snap->nstreams; i++)

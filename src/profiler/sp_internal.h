@@ -34,6 +34,12 @@ uint64_t sp_snapshot_t0(const sim_trace_snapshot* snap);
 
 /* Highest device ordinal with a stream or a memory ring in snap, or -1. */
 int sp_snapshot_max_device(const sim_trace_snapshot* snap);
+/* 1 if device d has a stream or a memory ring in snap: it gets a plane (a
+ * process in the JSON). */
+int sp_snapshot_has_device(const sim_trace_snapshot* snap, int d);
+/* 1 if r's event shows its byte count: copies and memsets always (0 bytes
+ * included), anything else with a non-zero count. */
+int sp_rec_has_bytes(const sim_trace_rec* r);
 
 /* The length (1..4) of the well-formed UTF-8 sequence at s[0..n), storing
  * its code point in *cp, or 0 if s starts with a byte that does not begin

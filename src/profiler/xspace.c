@@ -196,8 +196,7 @@ static int put_event(pbw_buf* b, name_table* names, const sim_trace_rec* r,
     err = put_stat_str(b, XEVENT_STATS, ST_KIND,
                        sim_trace_kind_name((int)r->kind));
   if (err != SIM_OK) return err;
-  if (r->bytes != 0 ||
-      (r->kind >= SIM_TRACE_MEMCPY_H2D && r->kind <= SIM_TRACE_MEMSET))
+  if (sp_rec_has_bytes(r))
     put_stat_int(b, ST_BYTES, (int64_t)r->bytes);
   if (r->enq_ns != 0 && r->start_ns >= r->enq_ns)
     put_stat_int(b, ST_QUEUE_DELAY_PS,
@@ -298,12 +297,7 @@ int sp_xspace_encode(const sim_trace_snapshot* snap, uint8_t** out,
   uint64_t t0 = sp_snapshot_t0(snap);
   int max_dev = sp_snapshot_max_device(snap);
   for (int d = 0; d <= max_dev; d++) {
-    int present = 0;
-    for (size_t i = 0; i < snap->nstreams && !present; i++)
-      present = snap->streams[i].device == d;
-    for (size_t i = 0; i < snap->ndevices && !present; i++)
-      present = snap->devices[i].device == d;
-    if (!present) continue;
+    if (!sp_snapshot_has_device(snap, d)) continue;
     int err = put_plane(&b, snap, d, t0);
     if (err != SIM_OK) {
       pbw_buf_free(&b);
