@@ -18,7 +18,8 @@ import common
 SIM = "simdev"
 NAMES = {"tf_cpu": "TF CPU", "passes_off": "simdev, graph passes off", "openblas": "raw OpenBLAS", "memcpy": "memcpy",
          "peak": "machine peak", SIM: "simdev", "numpy": ".numpy() copy",
-         "copy": "copy import", "tf_constant": "tf.constant copy"}
+         "copy": "copy import", "tf_constant": "tf.constant copy",
+         "trace_on": "simdev, tracing on", "baseline": "baseline build"}
 
 
 def size_name(n):

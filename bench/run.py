@@ -15,6 +15,8 @@ alternate round by round so machine drift hits all of them alike:
     models    one training step of MobileNetV2 and ResNet50, vs TF CPU
     graph     training steps of the CNN, MLP, MobileNetV2: simdev's graph
               passes on vs off vs TF CPU; kernels per step
+    profile   CNN/MLP steps and 100 tiny MatMuls with SIMDEV_TRACE off vs
+              on; the recorder's cost per work item (bench_trace, C)
 
 Writes DIR/benchmarks.md (the table: ratios first, medians and [min, max]
 beside them, the machine's CPU and cores), DIR/benchmarks.json (every
@@ -46,9 +48,10 @@ PY_GROUPS = {
     "dlpack": "bench_dlpack.py",
     "models": "bench_models.py",
     "graph": "bench_graph.py",
+    "profile": "bench_profile.py",
 }
 ORDER = ["stream", "matmul", "conv", "overhead", "train", "dlpack", "models",
-         "graph"]
+         "graph", "profile"]
 
 
 def plugin_path():
@@ -67,6 +70,8 @@ def command(group, quick, out_json, build):
         cmd = [exe, plugin_path()]
     else:
         cmd = [sys.executable, os.path.join(HERE, PY_GROUPS[group])]
+        if group == "profile":  # it runs build/bench/bench_trace too
+            cmd += ["--build", build]
     cmd += ["--json", out_json] + (["--quick"] if quick else [])
     return cmd
 
