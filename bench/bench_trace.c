@@ -4,7 +4,11 @@
  * in one process, the two alternating repetition by repetition.
  *
  * Usage: bench_trace [--quick] [--json PATH]
+ *        bench_trace --loop CASE on|off SECONDS
  *   --quick      few repetitions: a smoke run of about a second, not figures
+ *   --loop       runs batches of case CASE (0..4, the order below) with
+ *                tracing on or off for SECONDS and prints ns per item: a
+ *                steady load for `perf record -g -- bench_trace --loop ...`
  *   --json PATH  also write the raw samples to PATH, in seconds per item, in
  *                bench/common.py's group format (sides "simdev" = tracing
  *                off, "trace_on" = tracing on)
@@ -149,15 +153,28 @@ static void json_samples(FILE* f, const char* side, const double* v, int n) {
 }
 
 int main(int argc, char** argv) {
-  int reps = REPS;
+  int reps = REPS, loop_case = -1, loop_on = 0;
+  double loop_s = 0;
   const char* json = NULL;
   for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--quick") == 0) {
+    if (strcmp(argv[i], "--loop") == 0 && i + 3 < argc) {
+      loop_case = atoi(argv[i + 1]);
+      loop_on = strcmp(argv[i + 2], "on") == 0;
+      loop_s = atof(argv[i + 3]);
+      i += 3;
+      if (loop_case < 0 || loop_case >= NCASES || loop_s <= 0) {
+        fprintf(stderr, "bench_trace: --loop CASE (0..%d) on|off SECONDS\n",
+                NCASES - 1);
+        return 2;
+      }
+    } else if (strcmp(argv[i], "--quick") == 0) {
       reps = QUICK_REPS;
     } else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc) {
       json = argv[++i];
     } else {
-      fprintf(stderr, "usage: bench_trace [--quick] [--json PATH]\n");
+      fprintf(stderr,
+              "usage: bench_trace [--quick] [--json PATH]\n"
+              "       bench_trace --loop CASE on|off SECONDS\n");
       return 2;
     }
   }
@@ -182,6 +199,23 @@ int main(int argc, char** argv) {
     r.items[i].trace.kind = SIM_TRACE_KERNEL;
     r.items[i].trace.name = name;
     r.items[i].trace.type = type;
+  }
+
+  if (loop_case >= 0) {
+    if (loop_on && (err = sim_trace_start(CASES[loop_case].ring)) != SIM_OK)
+      die("sim_trace_start", err);
+    uint64_t end = sim_now_ns() + (uint64_t)(loop_s * 1e9), batches = 0;
+    double sum = 0;
+    while (sim_now_ns() < end) {
+      sum += one_batch(&r, loop_case);
+      batches++;
+    }
+    if (loop_on) sim_trace_stop();
+    printf("%s, tracing %s: %.1f ns per item (mean of %llu batches)\n",
+           CASES[loop_case].name, loop_on ? "on" : "off",
+           sum / (double)batches * 1e9, (unsigned long long)batches);
+    sim_device_destroy(r.dev);
+    return 0;
   }
 
   double* off = malloc(sizeof(double) * (size_t)reps);
