@@ -1,7 +1,8 @@
 """Profiler benchmark group: what recording costs (issue 15).
 
     .venv/bin/python bench/bench_profile.py [--quick] [--json PATH]
-        [--baseline PYTHON] [--only CASE,...] [--reps N] [--build DIR]
+        [--baseline PYTHON] [--control] [--only CASE,...] [--reps N]
+        [--build DIR] [--no-recorder]
 
 Three TensorFlow cases, one call each per sample, soft placement off:
 
@@ -23,6 +24,10 @@ plugin and its environment for the whole run:
     "baseline"  with --baseline PYTHON only: a second venv's interpreter,
                 with the plugin installed there (e.g. a worktree of main
                 before the profiler: /work/wt-base/.venv/bin/python)
+    "control"   with --control only: a second process exactly like
+                "simdev" (an A/A comparison): its ratio is the difference
+                two processes of one build show on their own, the noise
+                floor for the other ratios
 
 The parent asks the workers in turn, one call each, the order rotating
 every round, so a change of machine load (frequent on a shared 2-CPU box)
@@ -65,7 +70,7 @@ GROUP = "profile"
 CASES = ["cnn", "mlp", "chain"]
 TITLES = {"cnn": "train step CNN b32", "mlp": "train step MLP b32",
           "chain": "tf.function 100 MatMuls f32[4,4]"}
-REPS = {"cnn": 80, "mlp": 200, "chain": 300}
+REPS = {"cnn": 120, "mlp": 300, "chain": 300}
 QUICK_REPS = {"cnn": 4, "mlp": 6, "chain": 6}
 # A part of an op type each case's kernels must show in the SIMDEV_TRACE
 # file (simdev's graph passes may fuse: Conv2D -> _FusedConv2D).
@@ -235,7 +240,7 @@ def recorder_cases(build, quick, tmp):
 
 
 def run(quick=False, baseline=None, only=None, reps=None, build=None,
-        recorder=True):
+        recorder=True, control=False):
     cases = only or CASES
     counts = dict(QUICK_REPS if quick else REPS)
     if reps:
@@ -252,6 +257,8 @@ def run(quick=False, baseline=None, only=None, reps=None, build=None,
         if baseline:
             specs.append(("baseline", baseline, env))
             info["baseline"] = git_describe(baseline) or baseline
+        if control:
+            specs.append(("control", sys.executable, env))
         sides = []
         try:
             for name, py, e in specs:  # one at a time: start-up is heavy
@@ -303,6 +310,9 @@ def main(argv=None):
     ap.add_argument("--baseline", metavar="PYTHON",
                     help="a side 'baseline' run by this interpreter (another "
                          "venv with its own plugin installed)")
+    ap.add_argument("--control", action="store_true",
+                    help="a side 'control': a second process like 'simdev' "
+                         "(A/A: the noise floor of the ratios)")
     ap.add_argument("--only", default="",
                     help=f"comma-separated cases (default: {','.join(CASES)})")
     ap.add_argument("--reps", type=int, default=0,
@@ -318,7 +328,7 @@ def main(argv=None):
             ap.error(f"unknown case {c!r} (cases: {', '.join(CASES)})")
     t0 = time.perf_counter()
     res = run(args.quick, args.baseline, only or None, args.reps, args.build,
-              not args.no_recorder)
+              not args.no_recorder, args.control)
     print(common.table(res), flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -19,6 +19,8 @@ where a case (see `case()`) holds raw samples, in SECONDS per operation
                 bench_trace): "simdev" is then the same with it off
     "baseline"  simdev built from an older commit, in another venv
                 (bench_profile --baseline)
+    "control"   simdev again, in a second process (bench_profile --control:
+                an A/A comparison)
 
 Ratio convention: ratio = median(reference seconds) / median(simdev
 seconds), so > 1 means simdev is faster. A case's optional target
@@ -35,7 +37,7 @@ import sys
 import time
 
 SIDES = ("simdev", "passes_off", "tf_cpu", "openblas", "peak", "trace_on",
-         "baseline")
+         "baseline", "control")
 SIM, CPU = "/device:SIMDEV:0", "/device:CPU:0"
 
 
