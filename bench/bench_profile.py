@@ -46,6 +46,10 @@ Then build/bench/bench_trace (C, device_sim without TensorFlow: items per
 second through one stream with the recorder off and on) runs, and its
 cases join this group's (sides "simdev" = off, "trace_on" = on).
 
+The result's "paired_ratios" (printed after the table, kept in the JSON)
+gives per case and side the quartiles of the per-round ratios, each call
+over simdev's call of the same round.
+
 Ratios follow the harness: median(reference) / median(simdev), so the
 trace_on ratio is the cost factor of tracing (1.05: 5 % slower with it)
 and the baseline ratio is the old build's time over the new one's
@@ -70,7 +74,7 @@ GROUP = "profile"
 CASES = ["cnn", "mlp", "chain"]
 TITLES = {"cnn": "train step CNN b32", "mlp": "train step MLP b32",
           "chain": "tf.function 100 MatMuls f32[4,4]"}
-REPS = {"cnn": 120, "mlp": 300, "chain": 300}
+REPS = {"cnn": 200, "mlp": 400, "chain": 500}
 QUICK_REPS = {"cnn": 4, "mlp": 6, "chain": 6}
 # A part of an op type each case's kernels must show in the SIMDEV_TRACE
 # file (simdev's graph passes may fuse: Conv2D -> _FusedConv2D).
@@ -224,6 +228,22 @@ def check_trace(path, cases):
     return len(kernels), len(events), dropped
 
 
+def paired(samples):
+    """Per round, each side's call over simdev's call of the same round
+    (they ran back to back): {side: [p25, median, p75]} of those ratios,
+    a check on the ratio of medians that does not mix rounds."""
+    import statistics
+    out = {}
+    for side, xs in samples.items():
+        if side == "simdev":
+            continue
+        r = sorted(x / y for x, y in zip(xs, samples["simdev"]))
+        q = statistics.quantiles(r, n=4) if len(r) >= 2 else [r[0]] * 3
+        out[side] = [round(q[0], 4), round(statistics.median(r), 4),
+                     round(q[2], 4)]
+    return out
+
+
 def recorder_cases(build, quick, tmp):
     exe = os.path.join(build, "bench", "bench_trace")
     if not os.access(exe, os.X_OK):
@@ -248,7 +268,7 @@ def run(quick=False, baseline=None, only=None, reps=None, build=None,
     env = {k: v for k, v in os.environ.items()
            if k not in ("SIMDEV_TRACE", "SIMDEV_TRACE_EVENTS")}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    result_cases, metrics = [], []
+    result_cases, metrics, pairs = [], [], {}
     info = {"tensorflow": None, "cpus": os.cpu_count(), "quick": bool(quick)}
     with tempfile.TemporaryDirectory() as tmp:
         trace = os.path.join(tmp, "trace.json")
@@ -277,6 +297,7 @@ def run(quick=False, baseline=None, only=None, reps=None, build=None,
                     for s in sides[k:] + sides[:k]:
                         samples[s.name].append(s.call(kind))
                 result_cases.append(common.case(GROUP, TITLES[kind], samples))
+                pairs[TITLES[kind]] = paired(samples)
         finally:
             for s in sides:
                 s.close()
@@ -297,7 +318,9 @@ def run(quick=False, baseline=None, only=None, reps=None, build=None,
             info.update(rec.get("info", {}))
     info.update({"batch": 32, "chain_ops": 100,
                  "sides": [s for s, _, _ in specs]})
-    return common.result(GROUP, result_cases, info, metrics)
+    res = common.result(GROUP, result_cases, info, metrics)
+    res["paired_ratios"] = pairs
+    return res
 
 
 def main(argv=None):
@@ -330,6 +353,10 @@ def main(argv=None):
     res = run(args.quick, args.baseline, only or None, args.reps, args.build,
               not args.no_recorder, args.control)
     print(common.table(res), flush=True)
+    for title, sides in res["paired_ratios"].items():
+        print(f"paired ratios, {title}: " + ", ".join(
+            f"{k} {m:.3f} [{lo:.3f}, {hi:.3f}]"
+            for k, (lo, m, hi) in sides.items()))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)
