@@ -202,6 +202,8 @@ enum sim_work_flags {
    * mode (SIMDEV_UNSAFE_EARLY_COMPLETION), which must lose every race with
    * host code deterministically instead of most of the time. */
   SIM_WORK_LAZY = 1u << 1,
+  /* Bit 31 is device_sim's own (the trace recorder marks a traced item
+   * with it while it is queued); leave it clear. */
 };
 
 /* What the recorder (sim_trace_*, below) needs to know about an item. The
@@ -342,7 +344,10 @@ int sim_timer_elapsed_ns(sim_timer* t, uint64_t* ns);
 /* A recorder of what the devices do, for profilers: src/profiler/ turns a
  * snapshot into Chrome trace-event JSON (SIMDEV_TRACE) and into TensorFlow's
  * XSpace (TF_InitProfiler). Off by default; off, it costs each work item one
- * predictable branch (a relaxed load of one flag).
+ * predictable branch (a relaxed load of one flag, at submit or inline run;
+ * the worker's run path tests a bit of the item's flags together with the
+ * stream's error state, in the one branch it always had), and each device
+ * allocation or free the same.
  *
  * On, every item a stream runs, or drains because the stream failed, becomes
  * one sim_trace_rec in that stream's ring, written by the thread that ran it
@@ -351,7 +356,15 @@ int sim_timer_elapsed_ns(sim_timer* t, uint64_t* ns);
  * overwrites its oldest record and counts it in `dropped`: recording never
  * blocks and never grows past its capacity. Rings outlive their stream or
  * device (a profile is read after the work ran) until the next
- * sim_trace_start that finds no consumer active, or sim_trace_reset.
+ * sim_trace_start that finds no consumer active, or sim_trace_reset; a new
+ * stream or device with the same key (a device created again restarts its
+ * stream ids) continues the old ring. The rings of the 64 most recently
+ * destroyed streams are kept; an older one is freed and the records it held
+ * are counted in its device's `dropped`.
+ *
+ * Which items are recorded: those submitted (or run inline) while recording
+ * is on; such an item is recorded when it runs even if recording stopped
+ * meanwhile. A record is written after the item's done returned.
  *
  * Times are CLOCK_MONOTONIC nanoseconds (sim_now_ns). All functions are
  * thread-safe. */
@@ -387,7 +400,7 @@ enum sim_trace_rec_flags {
 typedef struct sim_trace_rec {
   uint64_t id;       /* sim_work_trace.id */
   uint64_t enq_ns;   /* submitted */
-  uint64_t start_ns; /* run began (drained items: start == end) */
+  uint64_t start_ns; /* run began (drained: = end_ns; inline: = enq_ns) */
   uint64_t end_ns;   /* run and done returned */
   uint64_t bytes;
   uint32_t kind, name, type, peer; /* as in sim_work_trace */
@@ -418,13 +431,16 @@ typedef struct sim_trace_stream {
 
 typedef struct sim_trace_device {
   int device;
-  uint64_t dropped; /* memory records overwritten */
+  /* Memory records overwritten, plus the records of destroyed streams'
+   * rings freed to bound memory (see above): add the device's streams'
+   * `dropped` for all records lost on the device. */
+  uint64_t dropped;
   size_t count;
   sim_trace_mem* mem; /* ascending ns */
 } sim_trace_device;
 
 typedef struct sim_trace_snapshot {
-  uint64_t begin_ns, end_ns; /* the window asked for */
+  uint64_t begin_ns, end_ns; /* the window (end_ns 0 asked: the take time) */
   /* CLOCK_REALTIME minus CLOCK_MONOTONIC, in ns, read when the snapshot was
    * taken: TensorFlow's profiler stamps its events with the wall clock. */
   int64_t realtime_offset_ns;
@@ -440,18 +456,24 @@ static inline uint32_t sim_trace_stream_key(int device, int stream) {
 }
 
 /* A consumer starts recording; recording goes on until every start has its
- * stop. ring_records is the per-stream capacity (0: the default; must be
- * <= SIM_TRACE_MAX_RECORDS, else SIM_EINVAL); it takes effect for rings
- * created from now on. The first start while no consumer is active clears
- * the rings left from before. SIM_ENOMEM if rings cannot be allocated. */
+ * stop (extra stops are ignored). ring_records is the capacity of each ring,
+ * streams' and devices' alike (0: the default; must be <=
+ * SIM_TRACE_MAX_RECORDS, else SIM_EINVAL). The first start while no consumer
+ * is active empties every ring (freeing those of destroyed streams) and gives
+ * them this capacity; a nested start's capacity applies only to rings created
+ * from then on. A ring's buffer is allocated as records arrive, doubling up
+ * to its capacity, so start never fails for memory; when a buffer cannot
+ * grow, the ring overwrites its oldest records early (counted in dropped). */
 int sim_trace_start(uint32_t ring_records);
 void sim_trace_stop(void);
 /* 1 while at least one consumer records. */
 int sim_trace_active(void);
 
 /* Copies every record with start_ns (mem: ns) in [begin_ns, end_ns] (end_ns
- * 0: up to now), whether recording is on or not. *out is freed with
- * sim_trace_snapshot_free. SIM_ENOMEM. */
+ * 0: up to now; the snapshot's end_ns says when that was), whether
+ * recording is on or not. A stream or device is listed if it has records in
+ * the window or dropped any (a stream that never recorded is not). *out is
+ * freed with sim_trace_snapshot_free. SIM_ENOMEM, SIM_EINVAL (out NULL). */
 int sim_trace_snapshot_take(uint64_t begin_ns, uint64_t end_ns,
                             sim_trace_snapshot** out);
 void sim_trace_snapshot_free(sim_trace_snapshot* snap);

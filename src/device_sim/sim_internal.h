@@ -59,7 +59,7 @@ typedef struct sim_trace_ring sim_trace_ring;
 
 /* Non-zero while a consumer records. Read without a lock (relaxed): the one
  * test the off path makes per item (submit) and per allocation. */
-extern _Atomic int sim_trace_flag;
+extern __attribute__((visibility("hidden"))) _Atomic int sim_trace_flag;
 static inline int sim_trace_on(void) {
   return __builtin_expect(
       atomic_load_explicit(&sim_trace_flag, memory_order_relaxed), 0);

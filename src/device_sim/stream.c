@@ -124,7 +124,9 @@ static __attribute__((noinline)) void run_item_rare(sim_stream* s, sim_work* w,
   w->flags &= ~SIM_WORK_TRACED_; /* an item may be submitted again */
   sim_work_trace tr = w->trace;  /* done may free w */
   if (w->run == run_memcpy) tr.kind = copy_kind(s, w);
-  uint64_t start = sim_now_ns();
+  /* An inline item was stamped at submit an instant ago, on this thread:
+   * that is its start too (one clock read less; reads cost ~70 ns on VMs). */
+  uint64_t start = (how & SIM_TRACE_INLINE) ? tr.enq_ns : sim_now_ns();
   int rc = run_and_done(s, w, drain);
   uint64_t end = sim_now_ns();
   sim_trace_item(s->trace_ring, &tr, drain ? end : start, end, rc, how);

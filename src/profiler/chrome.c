@@ -13,7 +13,8 @@
  *     "thread <tid>"); a short "submit <name>" slice at each enqueue.
  *   - a flow ("s" on the submit slice, "f" on the run, id = the correlation
  *     id) from every submit to its run.
- *   - otherData: the dropped-record counts and the clock.
+ *   - otherData: the dropped-record counts (all, by stream, by device) and
+ *     the clock.
  * Times are microseconds with three decimals (exact nanoseconds, written as
  * integers so no float rounding creeps in), relative to the earliest time in
  * the snapshot (sp_snapshot_t0). The trace states displayTimeUnit "ns".
@@ -274,17 +275,18 @@ static int device_present(const sim_trace_snapshot* snap, int d) {
   return 0;
 }
 
+/* The dropped counts: all of them, then by stream (records its ring
+ * overwrote) and by device (memory records overwritten, plus the records of
+ * destroyed streams' rings that device_sim freed: sim_trace_device). */
 static void put_other_data(FILE* f, const sim_trace_snapshot* snap,
                            uint64_t t0) {
-  uint64_t recs = 0, mem = 0;
-  for (size_t i = 0; i < snap->nstreams; i++) recs += snap->streams[i].dropped;
-  for (size_t i = 0; i < snap->ndevices; i++) mem += snap->devices[i].dropped;
+  uint64_t total = 0;
+  for (size_t i = 0; i < snap->nstreams; i++) total += snap->streams[i].dropped;
+  for (size_t i = 0; i < snap->ndevices; i++) total += snap->devices[i].dropped;
   fprintf(f,
           "\"otherData\":{\"simdev_dropped_events\":%" PRIu64
-          ",\"simdev_dropped_records\":%" PRIu64
-          ",\"simdev_dropped_memory_records\":%" PRIu64
           ",\"simdev_dropped_by_stream\":{",
-          recs + mem, recs, mem);
+          total);
   for (size_t i = 0; i < snap->nstreams; i++) {
     char label[48];
     sp_stream_label(snap->streams[i].device, snap->streams[i].stream, label,
@@ -292,6 +294,10 @@ static void put_other_data(FILE* f, const sim_trace_snapshot* snap,
     fprintf(f, "%s\"%s\":%" PRIu64, i ? "," : "", label,
             snap->streams[i].dropped);
   }
+  fputs("},\"simdev_dropped_by_device\":{", f);
+  for (size_t i = 0; i < snap->ndevices; i++)
+    fprintf(f, "%s\"SIMDEV:%d\":%" PRIu64, i ? "," : "",
+            snap->devices[i].device, snap->devices[i].dropped);
   fprintf(f,
           "},\"simdev_clock\":\"CLOCK_MONOTONIC\",\"simdev_t0_ns\":%" PRIu64
           ",\"simdev_realtime_offset_ns\":%" PRId64 "}",

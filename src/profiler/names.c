@@ -59,8 +59,8 @@ uint64_t sp_snapshot_t0(const sim_trace_snapshot* snap) {
     const sim_trace_stream* st = &snap->streams[i];
     for (size_t j = 0; j < st->count; j++) {
       const sim_trace_rec* r = &st->recs[j];
-      /* enq_ns 0: an item submitted before recording started has no
-       * submit time; its start still counts. */
+      /* enq_ns 0 would be a record without a submit stamp (synthetic
+       * snapshots); its start still counts. */
       if (r->enq_ns != 0 && r->enq_ns < t0) t0 = r->enq_ns;
       if (r->start_ns < t0) t0 = r->start_ns;
     }

@@ -45,8 +45,9 @@ int sp_xspace_encode(const sim_trace_snapshot* snap, uint8_t** out,
 
 /* SIMDEV_TRACE: checks now that path can be written (creates or truncates
  * it), starts recording (sim_trace_start(ring_records)) and arranges for the
- * whole run to be written to path at exit. Once per process; SIM_EINVAL for
- * a second call, SIM_ESYS with the OS's reason if path cannot be opened. */
+ * whole run to be written to path at exit. "%p" in path becomes the process
+ * id ("%%" a "%"). Once per process; SIM_EINVAL for a second call, SIM_ESYS
+ * with the OS's reason if path cannot be opened. */
 int sp_tracefile_start(const char* path, uint32_t ring_records, char* msg,
                        size_t msg_len);
 /* Writes the trace file now, with everything recorded so far (the exit

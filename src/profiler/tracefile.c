@@ -8,6 +8,12 @@
  * again, so a later flush (the exit handler's) supersedes an earlier one
  * and a relative path or a changed working directory does not matter.
  *
+ * "%p" in the path becomes the process id ("%%" a "%"): one file per
+ * process when several load the plugin with the same SIMDEV_TRACE (the
+ * conformance harness runs each test in a child process; multi-process
+ * jobs). Without it, each process truncates the same file and the last one
+ * to exit wins.
+ *
  * At exit: an atexit handler flushes. Only in the process that started the
  * trace: a child that forks and exits through exit() would otherwise
  * overwrite the parent's file with a copy of the parent's rings. A process
@@ -66,6 +72,30 @@ static void flush_at_exit(void) {
   pthread_mutex_unlock(&g_lock);
 }
 
+/* path with "%p" replaced by the process id and "%%" by "%" (any other
+ * "%" stays): malloc'd, NULL if out of memory. */
+static char* expand_path(const char* path) {
+  size_t n = 0;
+  for (const char* p = path; *p; p++)
+    n += (p[0] == '%' && p[1] == 'p') ? 20 : 1;
+  char* out = malloc(n + 1);
+  if (out == NULL) return NULL;
+  char* o = out;
+  for (const char* p = path; *p; p++) {
+    if (p[0] == '%' && p[1] == 'p') {
+      o += sprintf(o, "%ld", (long)getpid());
+      p++;
+    } else if (p[0] == '%' && p[1] == '%') {
+      *o++ = '%';
+      p++;
+    } else {
+      *o++ = *p;
+    }
+  }
+  *o = '\0';
+  return out;
+}
+
 int sp_tracefile_start(const char* path, uint32_t ring_records, char* msg,
                        size_t msg_len) {
   if (msg_len > 0) msg[0] = '\0';
@@ -80,12 +110,13 @@ int sp_tracefile_start(const char* path, uint32_t ring_records, char* msg,
     err = SIM_EINVAL;
     goto out;
   }
-  char* copy = strdup(path);
+  char* copy = expand_path(path);
   if (copy == NULL) {
     snprintf(msg, msg_len, "trace file: out of memory");
     err = SIM_ENOMEM;
     goto out;
   }
+  path = copy; /* from here on: the file's real name */
   FILE* f = fopen(path, "w");
   if (f == NULL) {
     /* The OS's reason first: a long path may be cut, the reason not. */

@@ -18,7 +18,9 @@
  *
  * Layout (names fixed by the issue-15 plan; tests check them): a plane per
  * device, "/device:CUSTOM:<ordinal>", id = ordinal, with the plane stat
- * "dropped_events"; a line per stream, id = stream id, name and
+ * "dropped_events" (every record lost on the device: its streams' dropped
+ * plus the device's own, sim_trace_device); a line per stream that has
+ * records in the snapshot, id = stream id, name and
  * display_name "simdev<d>-s<n>", timestamp_ns = its first record's start on
  * TF's clock (CLOCK_REALTIME: monotonic + snap->realtime_offset_ns), events
  * at offsets from it in picoseconds. Event metadata: one per distinct event

@@ -19,6 +19,9 @@ BAD = [
     ("SIMDEV_SYNC", "yes"),
     ("SIMDEV_INLINE", "2"),
     ("SIMDEV_UNSAFE_EARLY_COMPLETION", "2"),
+    ("SIMDEV_TRACE_EVENTS", "1023"),  # below the minimum of 1024
+    ("SIMDEV_TRACE_EVENTS", "64k"),
+    ("SIMDEV_TRACE", ""),  # set but empty: no path
 ]
 
 IMPORT = """

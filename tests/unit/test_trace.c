@@ -242,6 +242,68 @@ static void overflow_drops_oldest(void** state) {
   sim_trace_stop();
 }
 
+/* Whether an item is recorded is decided when it is submitted: an item
+ * queued before the start is not, one queued before the stop is, even if it
+ * runs after the stop. */
+static void decided_at_submit(void** state) {
+  tu_fix* f = (tu_fix*)*state;
+  tu_item* it = (tu_item*)tu_calloc(f, 2, sizeof(tu_item));
+  tu_gate* g = tu_gate_submit(f, f->s[0]); /* before the start */
+  assert_true(tu_gate_wait_entered(g, TU_TIMEOUT_MS));
+  tu_item_init(&it[0], 0, NULL);
+  assert_int_equal(sim_stream_submit(f->s[0], &it[0].work), SIM_OK);
+  assert_int_equal(sim_trace_start(0), SIM_OK);
+  tu_item_init(&it[1], 1, NULL);
+  it[1].work.trace.bytes = 77;
+  assert_int_equal(sim_stream_submit(f->s[0], &it[1].work), SIM_OK);
+  sim_trace_stop();
+  tu_gate_open(g);
+  assert_int_equal(sim_stream_synchronize(f->s[0]), SIM_OK);
+  assert_int_equal(it[1].run_calls, 1);
+  sim_trace_snapshot* snap = take();
+  const sim_trace_stream* st = checked_stream(snap, 0, 0);
+  assert_int_equal(st->count, 1);
+  assert_int_equal(st->recs[0].bytes, 77);
+  sim_trace_snapshot_free(snap);
+}
+
+/* Streams are listed by device, then stream id; devices by ordinal. */
+static void two_devices(void** state) {
+  tu_fix* f = (tu_fix*)*state;
+  sim_device* d1 = NULL;
+  sim_stream* s1 = NULL;
+  assert_int_equal(sim_device_create(1, TU_MEMORY_MB, &d1), SIM_OK);
+  assert_int_equal(sim_stream_create(d1, &s1), SIM_OK);
+  sim_stream* s01 = tu_add_stream(f); /* device 0, stream 1 */
+  tu_item* it = (tu_item*)tu_calloc(f, 3, sizeof(tu_item));
+  assert_int_equal(sim_trace_start(0), SIM_OK);
+  sim_stream* order[3] = {s1, s01, f->s[0]};
+  for (int i = 0; i < 3; i++) {
+    tu_item_init(&it[i], i, NULL);
+    assert_int_equal(sim_stream_submit(order[i], &it[i].work), SIM_OK);
+    assert_int_equal(sim_stream_synchronize(order[i]), SIM_OK);
+  }
+  void* p = sim_mem_alloc(d1, 10);
+  void* q = sim_mem_alloc(f->dev, 10);
+  sim_mem_free(d1, p);
+  sim_mem_free(f->dev, q);
+  sim_trace_stop();
+  sim_stream_destroy(s1);
+  sim_device_destroy(d1);
+  sim_trace_snapshot* snap = take();
+  assert_int_equal(snap->nstreams, 3);
+  assert_int_equal(snap->streams[0].key, sim_trace_stream_key(0, 0));
+  assert_int_equal(snap->streams[1].key, sim_trace_stream_key(0, 1));
+  assert_int_equal(snap->streams[2].key, sim_trace_stream_key(1, 0));
+  assert_int_equal(snap->streams[2].alive, 0);
+  assert_int_equal(snap->ndevices, 2);
+  assert_int_equal(snap->devices[0].device, 0);
+  assert_int_equal(snap->devices[1].device, 1);
+  assert_int_equal(snap->devices[0].count, 2);
+  assert_int_equal(snap->devices[1].count, 2);
+  sim_trace_snapshot_free(snap);
+}
+
 /* ---- several threads, several streams ---------------------------------- */
 
 enum { kThreads = 4, kStreams = 3 };
@@ -269,6 +331,11 @@ static void* submitter_main(void* arg) {
     }
   }
   return NULL;
+}
+
+static int cmp_u64(const void* a, const void* b) {
+  uint64_t x = *(const uint64_t*)a, y = *(const uint64_t*)b;
+  return (x > y) - (x < y);
 }
 
 static void many_threads(void** state) {
@@ -314,9 +381,9 @@ static void many_threads(void** state) {
   for (int k = 0; k < kStreams; k++)
     for (size_t i = 0; i < snap->streams[k].count; i++)
       ids[m++] = snap->streams[k].recs[i].id;
-  for (size_t i = 0; i < total; i++)
-    for (size_t j = i + 1; j < total && j < i + 64; j++)
-      if (ids[i] == ids[j]) fail_msg("id %" PRIu64 " twice", ids[i]);
+  qsort(ids, total, sizeof(uint64_t), cmp_u64);
+  for (size_t i = 1; i < total; i++)
+    if (ids[i] == ids[i - 1]) fail_msg("id %" PRIu64 " twice", ids[i]);
   for (int t = 0; t < kThreads; t++) assert_false(sb[t].failed);
   sim_trace_snapshot_free(snap);
 }
@@ -648,6 +715,8 @@ int main(int argc, char** argv) {
       T0(start_limits),
       T1(stream_order),
       T1(overflow_drops_oldest),
+      T1(decided_at_submit),
+      T1(two_devices),
       T0(many_threads),
       T1(own_items),
       T2(waits_carry_peer),
