@@ -15,6 +15,12 @@ where a case (see `case()`) holds raw samples, in SECONDS per operation
     "tf_cpu"    the same op on TF's own CPU device (oneDNN as TF ships it)
     "openblas"  the raw BLAS call (cblas_?gemm through ctypes)
     "peak"      a measurement of the machine itself (a long raw sgemm)
+    "trace_on"  simdev with its recorder on (SIMDEV_TRACE; bench_profile,
+                bench_trace): "simdev" is then the same with it off
+    "baseline"  simdev built from an older commit, in another venv
+                (bench_profile --baseline)
+    "control"   simdev again, in a second process (bench_profile --control:
+                an A/A comparison)
 
 Ratio convention: ratio = median(reference seconds) / median(simdev
 seconds), so > 1 means simdev is faster. A case's optional target
@@ -30,7 +36,8 @@ import statistics
 import sys
 import time
 
-SIDES = ("simdev", "passes_off", "tf_cpu", "openblas", "peak")
+SIDES = ("simdev", "passes_off", "tf_cpu", "openblas", "peak", "trace_on",
+         "baseline", "control")
 SIM, CPU = "/device:SIMDEV:0", "/device:CPU:0"
 
 

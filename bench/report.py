@@ -18,7 +18,9 @@ import common
 SIM = "simdev"
 NAMES = {"tf_cpu": "TF CPU", "passes_off": "simdev, graph passes off", "openblas": "raw OpenBLAS", "memcpy": "memcpy",
          "peak": "machine peak", SIM: "simdev", "numpy": ".numpy() copy",
-         "copy": "copy import", "tf_constant": "tf.constant copy"}
+         "copy": "copy import", "tf_constant": "tf.constant copy",
+         "trace_on": "simdev, tracing on", "baseline": "baseline build",
+         "control": "simdev, second process"}
 
 
 def size_name(n):
@@ -164,6 +166,9 @@ def markdown(meta, results):
                f"(Linux {meta['kernel']}, Python {meta['python']}). "
                f"Run {meta['started']}, `{meta['command']}`, "
                f"{meta['wall_seconds']:.0f} s in all.")
+    for note in meta.get("merged", []):
+        out.append(f"Since then {note}; the other groups are from the run "
+                   "above.")
     infos = []
     for g in results:
         for k, v in g.get("info", {}).items():

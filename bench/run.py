@@ -1,6 +1,7 @@
 """make bench: every simdev benchmark side by side with its reference.
 
     .venv/bin/python bench/run.py [--quick] [--out DIR] [--only GROUP,...]
+                                  [--merge]
 
 Each comparison group runs in a process of its own (a fresh TensorFlow, and
 no group's threads left spinning into the next), and inside it the sides
@@ -15,10 +16,14 @@ alternate round by round so machine drift hits all of them alike:
     models    one training step of MobileNetV2 and ResNet50, vs TF CPU
     graph     training steps of the CNN, MLP, MobileNetV2: simdev's graph
               passes on vs off vs TF CPU; kernels per step
+    profile   CNN/MLP steps and 100 tiny MatMuls with SIMDEV_TRACE off vs
+              on; the recorder's cost per work item (bench_trace, C)
 
 Writes DIR/benchmarks.md (the table: ratios first, medians and [min, max]
 beside them, the machine's CPU and cores), DIR/benchmarks.json (every
 sample) and DIR/benchmarks.png (the ratios). DIR defaults to docs/.
+--merge keeps the groups of DIR/benchmarks.json that did not run now (the
+log is appended to), so one group can be measured again on its own.
 A ratio is median(reference time) / median(simdev time): above 1 simdev is
 faster, below 1 slower. Nothing here asserts a speed.
 """
@@ -46,9 +51,10 @@ PY_GROUPS = {
     "dlpack": "bench_dlpack.py",
     "models": "bench_models.py",
     "graph": "bench_graph.py",
+    "profile": "bench_profile.py",
 }
 ORDER = ["stream", "matmul", "conv", "overhead", "train", "dlpack", "models",
-         "graph"]
+         "graph", "profile"]
 
 
 def plugin_path():
@@ -67,6 +73,8 @@ def command(group, quick, out_json, build):
         cmd = [exe, plugin_path()]
     else:
         cmd = [sys.executable, os.path.join(HERE, PY_GROUPS[group])]
+        if group == "profile":  # it runs build/bench/bench_trace too
+            cmd += ["--build", build]
     cmd += ["--json", out_json] + (["--quick"] if quick else [])
     return cmd
 
@@ -108,6 +116,29 @@ def machine():
             "kernel": platform.release(), "python": platform.python_version()}
 
 
+def merge_previous(out, meta, results):
+    """--merge: the groups of out/benchmarks.json that did not run now, in
+    ORDER with the new ones; the header keeps the previous run's machine and
+    time and names the groups re-run since."""
+    path = os.path.join(out, "benchmarks.json")
+    try:
+        with open(path) as f:
+            old = json.load(f)
+    except (OSError, ValueError) as e:
+        sys.exit(f"bench: --merge needs a previous {path}: {e}")
+    new = {g["group"]: g for g in results}
+    groups = {g["group"]: g for g in old["groups"]}
+    groups.update(new)
+    merged = [groups[g] for g in ORDER if g in groups]
+    note = (f"{', '.join(new)} re-run {meta['started']} "
+            f"(`bench/run.py --only {','.join(new)} --merge`, "
+            f"{meta['wall_seconds']:.0f} s)")
+    m = dict(old["meta"])
+    m["merged"] = m.get("merged", []) + [note]
+    m["quick"] = bool(m.get("quick")) or meta["quick"]
+    return m, merged
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true",
@@ -118,6 +149,9 @@ def main():
                     help="CMake build directory holding bench/bench_stream")
     ap.add_argument("--only", default="",
                     help="comma-separated groups to run (default: all)")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the other groups of DIR/benchmarks.json and "
+                         "replace (or add) only the groups run now")
     args = ap.parse_args()
     groups = [g for g in args.only.split(",") if g] or ORDER
     for g in groups:
@@ -128,12 +162,14 @@ def main():
     t0 = time.monotonic()
     results = []
     log_path = os.path.join(args.out, "benchmarks.log")
-    with tempfile.TemporaryDirectory() as tmp, open(log_path, "w") as log:
+    with tempfile.TemporaryDirectory() as tmp, open(log_path, "a" if args.merge else "w") as log:
         for g in groups:
             results.append(run_group(g, args.quick, tmp, args.build, log))
     meta = dict(machine(), started=started.isoformat(timespec="seconds"),
                 quick=args.quick, wall_seconds=round(time.monotonic() - t0, 1),
                 command="bench/run.py" + (" --quick" if args.quick else ""))
+    if args.merge:
+        meta, results = merge_previous(args.out, meta, results)
     paths = report.write_all(args.out, meta, results)
     for p in paths:
         print(f"[bench] wrote {os.path.relpath(p, os.getcwd())}", file=sys.stderr)
