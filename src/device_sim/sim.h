@@ -376,7 +376,9 @@ int sim_timer_elapsed_ns(sim_timer* t, uint64_t* ns);
  * is on; such an item is recorded when it runs even if recording stopped
  * meanwhile. A record is written after the item's run returned and before
  * its done is called: whoever done wakes (a synchronize, TF's executor)
- * finds the record there. An event wait or stream wait whose record has
+ * finds the record there. Waiters an item wakes from inside its run (an
+ * event record's, a host callback's) may see it complete an instant before
+ * its record exists. An event wait or stream wait whose record has
  * already run enqueues nothing and leaves no record (the record on the
  * other stream is still there).
  *
@@ -417,7 +419,7 @@ typedef struct sim_trace_rec {
   uint64_t id;       /* sim_work_trace.id */
   uint64_t enq_ns;   /* submitted */
   uint64_t start_ns; /* run began (drained: = end_ns; inline: = enq_ns) */
-  uint64_t end_ns;   /* run and done returned */
+  uint64_t end_ns;   /* run returned (done is called after) */
   uint64_t bytes;
   uint32_t kind, name, type, peer; /* as in sim_work_trace */
   int32_t enq_tid;

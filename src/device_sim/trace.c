@@ -300,8 +300,10 @@ void sim_trace_item(sim_trace_ring* r, const sim_work_trace* t,
 void sim_trace_mem_op(sim_device* dev, int op, const void* addr, uint64_t bytes,
                       uint64_t in_use, int32_t tid) {
   sim_trace_ring* r = dev->trace_mem;
-  uint64_t ns = sim_now_ns(); /* before the lock: a clock read is slow on VMs */
   sim_lock(&r->lock);
+  /* Under the ring's lock: two live devices with one ordinal share a ring
+   * (each under its own arena lock), and its records stay in time order. */
+  uint64_t ns = sim_now_ns();
   sim_trace_mem* m = ring_slot(r);
   if (m != NULL)
     *m = (sim_trace_mem){.ns = ns,

@@ -23,7 +23,7 @@
 #include "sim_internal.h"
 
 #define NAMES_MAX (1u << 20) /* most distinct strings */
-#define THREADS_MAX 4096u     /* most threads remembered by name */
+#define THREADS_MAX 4096u    /* most threads remembered by name */
 
 static struct {
   pthread_mutex_t lock;

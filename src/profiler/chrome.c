@@ -115,8 +115,7 @@ static void put_run(FILE* f, int* first, const sim_trace_stream* st,
     put_json_str(f, type);
     fputc(',', f);
   }
-  if (sp_rec_has_bytes(r))
-    fprintf(f, "\"bytes\":%" PRIu64 ",", r->bytes);
+  if (sp_rec_has_bytes(r)) fprintf(f, "\"bytes\":%" PRIu64 ",", r->bytes);
   if (r->enq_ns != 0) {
     fputs("\"queue_delay_us\":", f);
     put_us(f, since(r->start_ns, r->enq_ns));

@@ -6,9 +6,10 @@
  * error at start-up, naming the OS's reason, not a silent loss at exit), and
  * must be a regular file (a FIFO, a tty or /dev/null cannot be truncated and
  * rewritten, and opening a FIFO would block the import), and kept open
- * (close-on-exec: no child process inherits it): each flush truncates it and writes the whole snapshot
- * again, so a later flush (the exit handler's) supersedes an earlier one
- * and a relative path or a changed working directory does not matter.
+ * (close-on-exec: no child process inherits it): each flush truncates it and
+ * writes the whole snapshot again, so a later flush (the exit handler's)
+ * supersedes an earlier one and a relative path or a changed working directory
+ * does not matter.
  *
  * "%p" in the path becomes the process id ("%%" a "%"): one file per
  * process when several load the plugin with the same SIMDEV_TRACE (the
@@ -28,6 +29,7 @@
  * way round).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,8 +125,13 @@ int sp_tracefile_start(const char* path, uint32_t ring_records, char* msg,
     goto out;
   }
   path = copy; /* from here on: the file's real name */
+  /* Non-blocking, so a FIFO without a reader fails (ENXIO) instead of
+   * blocking the import; then what was opened must be a regular file (no
+   * window between a check and the open); only then truncate it. */
+  int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0666);
   struct stat st;
-  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+  if (fd >= 0 && fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+    close(fd);
     snprintf(msg, msg_len,
              "not a regular file (the trace is rewritten in place at exit): "
              "%s",
@@ -133,11 +140,15 @@ int sp_tracefile_start(const char* path, uint32_t ring_records, char* msg,
     err = SIM_EINVAL;
     goto out;
   }
-  FILE* f = fopen(path, "we"); /* e: O_CLOEXEC */
+  FILE* f = NULL;
+  if (fd >= 0 && ftruncate(fd, 0) == 0 &&
+      fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0)
+    f = fdopen(fd, "w");
   if (f == NULL) {
     /* The OS's reason first: a long path may be cut, the reason not. */
     snprintf(msg, msg_len, "cannot open for writing (%s): %s", strerror(errno),
              path);
+    if (fd >= 0) close(fd);
     free(copy);
     err = SIM_ESYS;
     goto out;

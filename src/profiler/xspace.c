@@ -196,8 +196,7 @@ static int put_event(pbw_buf* b, name_table* names, const sim_trace_rec* r,
     err = put_stat_str(b, XEVENT_STATS, ST_KIND,
                        sim_trace_kind_name((int)r->kind));
   if (err != SIM_OK) return err;
-  if (sp_rec_has_bytes(r))
-    put_stat_int(b, ST_BYTES, (int64_t)r->bytes);
+  if (sp_rec_has_bytes(r)) put_stat_int(b, ST_BYTES, (int64_t)r->bytes);
   if (r->enq_ns != 0 && r->start_ns >= r->enq_ns)
     put_stat_int(b, ST_QUEUE_DELAY_PS,
                  (int64_t)(r->start_ns - r->enq_ns) * 1000);

@@ -719,14 +719,14 @@ static void copy_kind_from_caller(void** state) {
   void* dst = sim_mem_alloc(d1, 512);
   assert_non_null(src);
   assert_non_null(dst);
-  assert_int_equal(sim_memcpy_async_kind(f->s[0], dst, src, 512,
-                                         SIM_TRACE_MEMSET),
-                   SIM_EINVAL);
+  assert_int_equal(
+      sim_memcpy_async_kind(f->s[0], dst, src, 512, SIM_TRACE_MEMSET),
+      SIM_EINVAL);
   assert_int_equal(sim_trace_start(0), SIM_OK);
   assert_int_equal(sim_memcpy_async(f->s[0], dst, src, 512), SIM_OK);
-  assert_int_equal(sim_memcpy_async_kind(f->s[0], dst, src, 512,
-                                         SIM_TRACE_MEMCPY_D2D),
-                   SIM_OK);
+  assert_int_equal(
+      sim_memcpy_async_kind(f->s[0], dst, src, 512, SIM_TRACE_MEMCPY_D2D),
+      SIM_OK);
   assert_int_equal(sim_stream_synchronize(f->s[0]), SIM_OK);
   sim_trace_stop();
   sim_trace_snapshot* snap = take();
