@@ -16,7 +16,7 @@
  * first record and grows by doubling up to the capacity (SIMDEV_TRACE_EVENTS),
  * so a stream that never records while tracing is on costs one small header.
  * A full ring overwrites its oldest record and counts it in `dropped`; a
- * failed growth does the same (recording never blocks or fails).
+ * failed growth does the same (recording never waits for room or fails).
  * A ring outlives its stream or device; a new stream or device with the same
  * key (a device created again with the same ordinal restarts its stream ids)
  * takes the old ring over, so a key names one track in every snapshot. At
