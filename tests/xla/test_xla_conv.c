@@ -88,8 +88,10 @@ static void check_conv(XLA_FFI_DataType dt, int kind, const cv_case* k,
                   int64_t iw = j * k->sw - pl + v * k->dw;
                   if (ih < 0 || ih >= k->h || iw < 0 || iw >= k->w) continue;
                   int64_t c = (o / og) * k->kc + ci;
-                  int64_t xi = b * xn + ((n * k->h + ih) * k->w + iw) * k->c + c;
-                  int64_t fi = b * fn + ((u * k->kw + v) * k->kc + ci) * k->o + o;
+                  int64_t xi =
+                      b * xn + ((n * k->h + ih) * k->w + iw) * k->c + c;
+                  int64_t fi =
+                      b * fn + ((u * k->kw + v) * k->kc + ci) * k->o + o;
                   int64_t yi = b * yn + ((n * oh + i) * ow + j) * k->o + o;
                   /* the product of the two operands, into the result */
                   int64_t ri = kind == FWD ? yi : kind == BP_INPUT ? xi : fi;
@@ -136,12 +138,13 @@ static void check_conv(XLA_FFI_DataType dt, int kind, const cv_case* k,
     double got = get(res, dt, i);
     double bound = (double)((cnt[i] + 8) * u * mag[i]);
     if (!(fabs(got - (double)ref[i]) <= bound))
-      fail_msg("kind %d %s n%d h%d w%d c%d k%dx%dx%dx%d s%d,%d d%d,%d %s: "
-               "element %d got %.17g want %.17g (bound %.3g)",
-               kind, dt == F32 ? "f32" : "f64", (int)k->n, (int)k->h,
-               (int)k->w, (int)k->c, (int)k->kh, (int)k->kw, (int)k->kc,
-               (int)k->o, (int)k->sh, (int)k->sw, (int)k->dh, (int)k->dw,
-               k->pad, (int)i, got, (double)ref[i], bound);
+      fail_msg(
+          "kind %d %s n%d h%d w%d c%d k%dx%dx%dx%d s%d,%d d%d,%d %s: "
+          "element %d got %.17g want %.17g (bound %.3g)",
+          kind, dt == F32 ? "f32" : "f64", (int)k->n, (int)k->h, (int)k->w,
+          (int)k->c, (int)k->kh, (int)k->kw, (int)k->kc, (int)k->o, (int)k->sh,
+          (int)k->sw, (int)k->dh, (int)k->dw, k->pad, (int)i, got,
+          (double)ref[i], bound);
   }
   free(x), free(f), free(y), free(ref), free(mag), free(cnt);
 }
@@ -188,17 +191,24 @@ static void sweep(int kind) {
   }
   /* im2col in several chunks of 4 MiB (and sa_gemm over the pool). */
   if (ff_scale() == 1) {
-    static const cv_case big = {1, 96, 96, 16, 3, 3, 16, 8, 1, 1, 1, 1,
-                                "SAME", {0}};
+    static const cv_case big = {1, 96, 96, 16, 3, 3,      16,
+                                8, 1,  1,  1,  1, "SAME", {0}};
     check_conv(F32, kind, &big, NULL, 0);
   }
 }
 
-static void conv_results(void** state) { sweep(FWD); }
-static void backprop_input_results(void** state) { sweep(BP_INPUT); }
-static void backprop_filter_results(void** state) { sweep(BP_FILTER); }
+static void conv_results(void** state) {
+  sweep(FWD);
+}
+static void backprop_input_results(void** state) {
+  sweep(BP_INPUT);
+}
+static void backprop_filter_results(void** state) {
+  sweep(BP_FILTER);
+}
 
-/* ---- validation ------------------------------------------------------------ */
+/* ---- validation ------------------------------------------------------------
+ */
 
 static float X[4096], W[4096], Y[4096];
 
@@ -264,22 +274,26 @@ static void conv_errors(void** state) {
   EXPECT(h, f, INVAL, "result y must have shape [1,5,5,4], got [1,5,5,3]");
   frame(&f, FWD);
   f.adims[1][2] = 2;
-  EXPECT(h, f, INVAL, "the input depth 3 (operand x) is not a multiple of "
-                      "the filter's input depth 2 (operand w)");
+  EXPECT(h, f, INVAL,
+         "the input depth 3 (operand x) is not a multiple of "
+         "the filter's input depth 2 (operand w)");
   frame(&f, FWD);
   f.adims[0][3] = 4, f.adims[1][2] = 2, f.adims[1][3] = 3, f.rdims[0][3] = 3;
-  EXPECT(h, f, INVAL, "the output depth 3 (operand w) is not a multiple of "
-                      "the 2 groups");
+  EXPECT(h, f, INVAL,
+         "the output depth 3 (operand w) is not a multiple of "
+         "the 2 groups");
   frame(&f, FWD);
   f.adims[1][0] = 0;
-  EXPECT(h, f, INVAL, "operand w must have a filter height and width >= 1, "
-                      "got 0x3");
+  EXPECT(h, f, INVAL,
+         "operand w must have a filter height and width >= 1, "
+         "got 0x3");
   frame(&f, FWD);
   f.adims[0][1] = 1;
   ff_attr_remove(&f, "padding");
   ff_attr_str(&f, "padding", "VALID");
-  EXPECT(h, f, INVAL, "the output height would be negative (-1): input "
-                      "height 1, dilated filter height 3, padding VALID");
+  EXPECT(h, f, INVAL,
+         "the output height would be negative (-1): input "
+         "height 1, dilated filter height 3, padding VALID");
   {
     static const int64_t dx[] = {2, 1, 5, 5, 3}, dw[] = {3, 3, 3, 3, 4},
                          dy[] = {2, 1, 5, 5, 4};
@@ -288,8 +302,9 @@ static void conv_errors(void** state) {
     ff_arg(&f, F32, W, 5, dw);
     ff_ret(&f, F32, Y, 5, dy);
     ff_conv_attrs(&f, 1, 1, 1, 1, "SAME", NULL);
-    EXPECT(h, f, INVAL, "operand w must have the batch dims [2] of operand "
-                        "x, got [3]");
+    EXPECT(h, f, INVAL,
+           "operand w must have the batch dims [2] of operand "
+           "x, got [3]");
   }
   /* Attributes. */
   frame(&f, FWD);
@@ -311,27 +326,31 @@ static void conv_errors(void** state) {
   ff_attr_remove(&f, "dilations");
   ff_attr_array(&f, "dilations", XLA_FFI_DataType_S32, 2,
                 (const int32_t[]){1, 1}, sizeof(int32_t));
-  EXPECT(h, f, INVAL, "attribute 'dilations' must be an s64 array, got s32 "
-                      "array");
+  EXPECT(h, f, INVAL,
+         "attribute 'dilations' must be an s64 array, got s32 "
+         "array");
   frame(&f, FWD);
   ff_attr_remove(&f, "padding");
   ff_attr_str(&f, "padding", "same");
-  EXPECT(h, f, INVAL, "attribute 'padding' must be SAME, VALID or EXPLICIT, "
-                      "got 'same'");
+  EXPECT(h, f, INVAL,
+         "attribute 'padding' must be SAME, VALID or EXPLICIT, "
+         "got 'same'");
   frame(&f, FWD);
   ff_attr_remove(&f, "padding");
   ff_attr_i64(&f, "padding", 0);
   EXPECT(h, f, INVAL, "attribute 'padding' must be a string, got s64 scalar");
   frame(&f, FWD);
   replace_i64s(&f, "explicit_paddings", 4, (const int64_t[]){1, 0, 0, 0});
-  EXPECT(h, f, INVAL, "attribute 'explicit_paddings' must be all zeros "
-                      "unless padding is EXPLICIT, got [1,0,0,0] with SAME");
+  EXPECT(h, f, INVAL,
+         "attribute 'explicit_paddings' must be all zeros "
+         "unless padding is EXPLICIT, got [1,0,0,0] with SAME");
   frame(&f, FWD);
   ff_attr_remove(&f, "padding");
   ff_attr_str(&f, "padding", "EXPLICIT");
   replace_i64s(&f, "explicit_paddings", 4, (const int64_t[]){-1, 0, 0, 0});
-  EXPECT(h, f, INVAL, "attribute 'explicit_paddings' must be >= 0, got "
-                      "[-1,0,0,0]");
+  EXPECT(h, f, INVAL,
+         "attribute 'explicit_paddings' must be >= 0, got "
+         "[-1,0,0,0]");
   frame(&f, FWD);
   replace_i64s(&f, "strides", 2, (const int64_t[]){(int64_t)1 << 40, 1});
   EXPECT(h, f, UNIMPL, "simdev takes values up to 2147483647");
@@ -347,8 +366,9 @@ static void conv_errors(void** state) {
   EXPECT(h, f, INVAL, "operand dy must have shape [1,5,5,4], got [1,4,5,4]");
   frame(&f, BP_INPUT);
   f.rdims[0][3] = 6, f.adims[1][2] = 3; /* dx depth 6, filter depth 3 */
-  EXPECT(h, f, UNIMPL, "grouped convolutions (2 groups) have no backprop in "
-                       "simdev");
+  EXPECT(h, f, UNIMPL,
+         "grouped convolutions (2 groups) have no backprop in "
+         "simdev");
   frame(&f, BP_INPUT);
   f.rbufs[0].dtype = F64;
   EXPECT(h, f, INVAL, "result dx must be f32 like dy, got f64");
