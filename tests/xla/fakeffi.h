@@ -12,13 +12,15 @@
 #ifndef SIMDEV_TESTS_XLA_FAKEFFI_H_
 #define SIMDEV_TESTS_XLA_FAKEFFI_H_
 
-#include <cmocka.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* cmocka.h relies on the headers above (stdarg, stddef, setjmp). */
+#include <cmocka.h>
 
 #include "sx.h"
 
