@@ -32,8 +32,11 @@
 
 #include "sx_internal.h"
 
-/* Lock order: g.mu, then (never while holding it) the stream's own locks;
- * counts.mu is a leaf taken by workers. */
+/* Locks: g.mu is never held while waiting for a stream (synchronize,
+ * destroy): the worker may want it, when an XLA continuation running there
+ * calls a handler. Creating the device and stream under it is fine (that
+ * waits for no worker). counts.mu is a leaf, taken by handlers and by the
+ * worker's done. */
 static struct {
   pthread_mutex_t mu; /* guards the fields below */
   pthread_cond_t cv;  /* users dropped to 0, or a shutdown ended */
