@@ -11,9 +11,10 @@
  *   simdev_conv2d_backprop_filter(x, dy) -> dw: the result's shape gives
  *     the filter size; groups 1.
  * Attributes, all required: strides, dilations: s64 arrays [h, w] (>= 1);
- * padding: SAME | VALID | EXPLICIT (TF's and XLA's output-size rule,
- * sa_conv_window); explicit_paddings: s64 array [top, bottom, left, right]
- * (>= 0; all zeros unless EXPLICIT).
+ * padding: SAME | VALID | EXPLICIT (XLA's output size: sa_conv_window,
+ * and 0 where the padded input is smaller than the dilated filter);
+ * explicit_paddings: s64 array [top, bottom, left, right] (>= 0; all zeros
+ * unless EXPLICIT).
  *
  * Handlers run on XLA's thread; cv_run on the stream worker, which takes
  * the im2col scratch from the device region: when it does not fit, the
