@@ -21,6 +21,9 @@ import sys
 
 PUBLIC = {
     "device_sim": "device_sim/sim.h",
+    # scalar.h: the element-wise scalar functions (header-only), which the
+    # kernels and the TF-free elementwise evaluator include
+    "arith": ("arith/sa.h", "arith/scalar.h"),
     "se": "se/se.h",
     # ewprog.h: the table of fusable elementwise ops (plain C, no TF), which
     # the graph optimizer's elementwise pass reads

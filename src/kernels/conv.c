@@ -2,24 +2,11 @@
  * conv.c - Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter (float32,
  * float64, NHWC) as im2col + OpenBLAS gemm.
  *
- * im2col turns the input patches of a run of output pixels into the rows of
- * a [pixels, KH*KW*Cg] matrix ("col"), so that
- *   Conv2D               y[pixels, O]  = col x filter[K, O]
- *   Conv2DBackpropFilter dW[K, O]     += col^T x dy[pixels, O]
- *   Conv2DBackpropInput  col           = dy x filter^T, then col2im adds each
- *                                        col entry back to the input pixel it
- *                                        came from
- * The col matrix is device scratch (sk_temp) of at most CONV_SCRATCH_BYTES:
- * the output is processed in chunks of whole output rows (n, oh), one gemm
- * per chunk (and group), so scratch stays bounded and gemm stays large.
- * When col would be the input itself (1x1 filter, stride 1, no padding; or a
- * filter covering the whole unpadded input) no scratch is used and the whole
- * op is a single gemm.
- *
- * Determinism: chunks depend only on shapes; im2col and col2im are spread
- * over sim_parallel_for by disjoint output rows, and col2im gathers (each
- * input row of dx is summed by one task, in a fixed kh, kw order), so results
- * are bit-identical run to run whatever the thread count.
+ * The arithmetic is src/arith's (arith/sa.h; its conv.c describes im2col,
+ * the bounded chunks and why results are bit-identical run to run): these
+ * files validate on TF's thread, plan with sa_conv_plan, take the im2col
+ * scratch as a temporary of the launch (sk_temp: device memory TF's
+ * allocator hands out) and queue sa_conv_fwd / _bp_input / _bp_filter.
  *
  * Validation mirrors TF's Eigen CPU kernels (messages and codes), with two
  * deliberate differences: backprops accept dilations > 1 (TF's CPU kernels
@@ -29,7 +16,7 @@
  *
  * _FusedConv2D (TF's own op, which the graph optimizer's remapper writes for
  * Conv2D + BiasAdd [+ activation]) is Conv2D with fused.h's epilogue passed
- * to every sk_gemm_ep of the chunk loop: bias and activation are applied to
+ * to every sa_gemm of the chunk loop: bias and activation are applied to
  * each block of output rows right after its GEMM, not in another sweep.
  * Its attribute checks and messages are TF CPU's fused kernel's (NHWC
  * only); unlike TF CPU's it also runs grouped convolutions, as Conv2D does,
@@ -37,13 +24,13 @@
  * fusions it implements.
  *
  * Files: conv.h (shared types and functions), this file (attributes,
- * geometry, im2col, Conv2D, _FusedConv2D and their registration),
+ * geometry, Conv2D, _FusedConv2D and their registration),
  * conv_backprop.c (the backprops and theirs).
  *
  * Thread contract: create functions run at kernel construction, compute
  * functions on TF's thread (they validate everything and read the host-memory
- * size inputs); *_run functions and their helpers run on the stream worker
- * and read only skc_args.
+ * size inputs); *_run functions run on the stream worker and read only
+ * their sa_conv.
  */
 #include "kernels/conv.h"
 
@@ -52,142 +39,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Upper bound of the im2col scratch per launch (unless one output row alone
- * is larger). 4 MiB keeps gemm's M in the thousands for common layers (1792
- * for 56x56x64 with a 3x3 filter) while col stays cache-resident; measured
- * as fast as or faster than 16 and 64 MiB chunks. */
-#define CONV_SCRATCH_BYTES ((size_t)4 << 20)
-
-/* ---- im2col (worker) --------------------------------------------------- */
-
-typedef struct conv_job {
-  const skc_args* a;
-  int64_t r0;    /* first output row (n * OH + oh) of the chunk */
-  int64_t group; /* channel group */
-} conv_job;
-
-/* col rows of output row r = (n, oh) for channel group `grp`. */
-static void im2col_row(const skc_args* a, int64_t r, int64_t grp, char* dst) {
-  const skc_geom* g = &a->g;
-  size_t es = a->es, cb = (size_t)g->kc * es;
-  int64_t n = r / g->oh, oh = r % g->oh;
-  const char* img = (const char*)a->x + (size_t)(n * g->h * g->w * g->c) * es;
-  bool whole = g->kc == g->c && g->dw == 1;
-  for (int64_t ow = 0; ow < g->ow; ow++) {
-    int64_t iw0 = ow * g->sw - g->pl;
-    for (int64_t kh = 0; kh < g->kh; kh++, dst += (size_t)g->kw * cb) {
-      int64_t ih = oh * g->sh - g->pt + kh * g->dh;
-      if (ih < 0 || ih >= g->h) {
-        memset(dst, 0, (size_t)g->kw * cb);
-        continue;
-      }
-      const char* src = img + (size_t)((ih * g->w) * g->c + grp * g->kc) * es;
-      if (whole && iw0 >= 0 && iw0 + g->kw <= g->w) {
-        memcpy(dst, src + (size_t)(iw0 * g->c) * es, (size_t)g->kw * cb);
-        continue;
-      }
-      for (int64_t kw = 0; kw < g->kw; kw++) {
-        int64_t iw = iw0 + kw * g->dw;
-        char* d = dst + (size_t)kw * cb;
-        if (iw < 0 || iw >= g->w)
-          memset(d, 0, cb);
-        else
-          memcpy(d, src + (size_t)(iw * g->c) * es, cb);
-      }
-    }
-  }
-}
-
-static void im2col_range(void* arg, int64_t lo, int64_t hi) {
-  const conv_job* j = arg;
-  const skc_geom* g = &j->a->g;
-  size_t row_bytes = (size_t)(g->ow * g->kh * g->kw * g->kc) * j->a->es;
-  for (int64_t i = lo; i < hi; i++)
-    im2col_row(j->a, j->r0 + i, j->group, (char*)j->a->col + i * row_bytes);
-}
-
-/* Grain (in output rows) giving each task ~32K elements of copying. */
-static int64_t row_grain(const skc_geom* g, int64_t k) {
-  int64_t per_row = g->ow * k;
-  return per_row >= 32768 ? 1 : 32768 / (per_row ? per_row : 1);
-}
-
-void skc_im2col(const skc_args* a, int64_t r0, int64_t rows, int64_t grp) {
-  conv_job j = {a, r0, grp};
-  const skc_geom* g = &a->g;
-  sim_parallel_for(rows, row_grain(g, g->kh * g->kw * g->kc), im2col_range, &j);
-}
-
 /* ---- run functions (worker) --------------------------------------------- */
 
 static void fwd_run(sk_launch* l, void* args) {
   (void)l;
-  const skc_args* a = args;
-  const skc_geom* g = &a->g;
-  if (a->zero_only) {
-    memset(a->y, 0, (size_t)(g->n * g->oh * g->ow * g->o) * a->es);
-    skf_apply(a->ep, a->y, g->n * g->oh * g->ow, g->o, g->o, 1);
-    return;
-  }
-  int64_t og = g->o / g->groups, k = g->kh * g->kw * g->kc;
-  if (a->direct) {
-    sk_gemm_ep(a->dt, false, false, g->n * g->oh * g->ow, g->o, k, a->x, k,
-               a->f, g->o, 0., a->y, g->o, a->ep);
-    return;
-  }
-  int64_t rows = g->n * g->oh;
-  for (int64_t r0 = 0; r0 < rows; r0 += a->chunk_rows) {
-    int64_t nr = rows - r0 < a->chunk_rows ? rows - r0 : a->chunk_rows;
-    char* y = (char*)a->y + (size_t)(r0 * g->ow * g->o) * a->es;
-    for (int64_t grp = 0; grp < g->groups; grp++) {
-      /* the group's og output channels take their part of the bias */
-      skf_epi ge;
-      if (a->ep != NULL) {
-        ge = *a->ep;
-        ge.bias = (const char*)ge.bias + (size_t)(grp * og) * a->es;
-      }
-      skc_im2col(a, r0, nr, grp);
-      sk_gemm_ep(a->dt, false, false, nr * g->ow, og, k, a->col, k,
-                 (const char*)a->f + (size_t)(grp * og) * a->es, g->o, 0.,
-                 y + (size_t)(grp * og) * a->es, g->o,
-                 a->ep != NULL ? &ge : NULL);
-    }
-  }
+  sa_conv_fwd(args);
 }
 
 /* ---- geometry (TF thread) ----------------------------------------------- */
 
-/* Output size and padding before, as TF's GetWindowedOutputSizeVerbose. */
+/* Output size and padding before, as TF's GetWindowedOutputSizeVerbose,
+ * with its message when the size would be negative. */
 static bool window(sk_launch* l, const skc_attrs* at, int64_t in, int64_t k,
                    int64_t dil, int64_t stride, const int64_t* pads,
                    int64_t* out, int64_t* before) {
-  int64_t eff = (k - 1) * dil + 1;
-  switch (at->pad) {
-    case SKC_PAD_VALID:
-      *out = (in - eff + stride) / stride;
-      *before = 0;
-      break;
-    case SKC_PAD_SAME: {
-      *out = (in + stride - 1) / stride;
-      int64_t need = (*out - 1) * stride + eff - in;
-      *before = need > 0 ? need / 2 : 0;
-      break;
-    }
-    case SKC_PAD_EXPLICIT:
-      *out = (in + pads[0] + pads[1] - eff + stride) / stride;
-      *before = pads[0];
-      break;
-  }
-  if (*out >= 0) return true;
+  if (sa_conv_window(at->pad, in, k, dil, stride, pads, out, before))
+    return true;
   sk_fail(l, TF_INVALID_ARGUMENT,
           "Computed output size would be negative: %lld [input_size: %lld, "
           "effective_filter_size: %lld, stride: %lld]",
-          (long long)*out, (long long)in, (long long)eff, (long long)stride);
+          (long long)*out, (long long)in, (long long)((k - 1) * dil + 1),
+          (long long)stride);
   return false;
 }
 
 /* Fills output size and padding of g from its input and filter sizes. */
-bool skc_spatial(sk_launch* l, const skc_attrs* at, skc_geom* g) {
+bool skc_spatial(sk_launch* l, const skc_attrs* at, sa_conv_geom* g) {
   g->sh = at->sh;
   g->sw = at->sw;
   g->dh = at->dh;
@@ -197,42 +74,18 @@ bool skc_spatial(sk_launch* l, const skc_attrs* at, skc_geom* g) {
          window(l, at, g->w, g->kw, g->dw, g->sw, &at->pads[2], &g->ow, &g->pl);
 }
 
-/* Whether im2col of the input would be the input itself. */
-static bool is_direct(const skc_geom* g) {
-  if (g->groups != 1 || g->pt != 0 || g->pl != 0) return false;
-  bool one = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 &&
-             g->oh == g->h && g->ow == g->w;
-  bool whole = g->kh == g->h && g->kw == g->w && g->oh == 1 && g->ow == 1 &&
-               (g->dh == 1 || g->kh == 1) && (g->dw == 1 || g->kw == 1);
-  return one || whole;
-}
-
-static bool blas_ok(sk_launch* l, const skc_geom* g) {
-  int64_t k = g->kh * g->kw * g->kc, p = g->n * g->oh * g->ow;
-  if (k <= INT_MAX && p <= INT_MAX && g->o <= INT_MAX) return true;
-  sk_fail(l, TF_INVALID_ARGUMENT,
-          "simdev: convolution too large for the BLAS interface's int range");
-  return false;
-}
-
-/* Fills args for g and allocates the scratch for chunks of output rows. */
-skc_args* skc_prepare(sk_launch* l, const skc_geom* g, TF_DataType dt) {
-  if (!blas_ok(l, g)) return NULL;
-  skc_args* a = sk_args(l, sizeof(*a));
+/* The run function's arguments in launch memory and the im2col scratch as
+ * a temporary of the launch. */
+sa_conv* skc_prepare(sk_launch* l, const sa_conv_geom* g, TF_DataType dt) {
+  if (!sa_conv_blas_ok(g)) {
+    sk_fail(l, TF_INVALID_ARGUMENT,
+            "simdev: convolution too large for the BLAS interface's int range");
+    return NULL;
+  }
+  sa_conv* a = sk_args(l, sizeof(*a));
   if (a == NULL) return NULL;
-  a->dt = dt;
-  a->es = dt == TF_FLOAT ? 4 : 8;
-  a->g = *g;
-  a->direct = is_direct(g);
-  int64_t rows = g->n * g->oh;
-  int64_t k = g->kh * g->kw * g->kc;
-  a->zero_only =
-      rows == 0 || g->ow == 0 || k == 0 || g->o == 0 || g->groups == 0;
-  if (a->direct || a->zero_only) return a;
-  size_t row_bytes = (size_t)(g->ow * k) * a->es;
-  int64_t chunk = (int64_t)(CONV_SCRATCH_BYTES / row_bytes);
-  a->chunk_rows = chunk < 1 ? 1 : chunk > rows ? rows : chunk;
-  a->col = sk_temp(l, (size_t)a->chunk_rows * row_bytes);
+  size_t scratch = sa_conv_plan(a, g, sk_sa_dtype(dt));
+  if (scratch > 0) a->col = sk_temp(l, scratch);
   return sk_ok(l) ? a : NULL;
 }
 
@@ -256,14 +109,14 @@ static void fwd_compute(sk_launch* l, void* state) {
       !rank4(l, &fs, "convolution filter"))
     return;
   int ci = at->nchw ? 1 : 3, hi = at->nchw ? 2 : 1, wi = at->nchw ? 3 : 2;
-  skc_geom g = {.n = xs.d[0],
-                .h = xs.d[hi],
-                .w = xs.d[wi],
-                .c = xs.d[ci],
-                .kh = fs.d[0],
-                .kw = fs.d[1],
-                .kc = fs.d[2],
-                .o = fs.d[3]};
+  sa_conv_geom g = {.n = xs.d[0],
+                    .h = xs.d[hi],
+                    .w = xs.d[wi],
+                    .c = xs.d[ci],
+                    .kh = fs.d[0],
+                    .kw = fs.d[1],
+                    .kc = fs.d[2],
+                    .o = fs.d[3]};
   if (g.kc <= 0) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "filter depth must be stricly positive, got %lld", (long long)g.kc);
@@ -292,7 +145,7 @@ static void fwd_compute(sk_launch* l, void* state) {
     ys.d[3] = g.ow;
   }
   TF_Tensor* y = sk_output(l, 0, &ys);
-  skf_epi epi;
+  sa_epi epi;
   if (at->fused && !skf_bias(l, 2, g.o, &ys, &at->fx, TF_TensorType(x), &epi))
     return;
   if (!sk_ok(l) || ys.n == 0) return;
@@ -308,7 +161,7 @@ static void fwd_compute(sk_launch* l, void* state) {
             "non-zero)");
     return;
   }
-  skc_args* a = skc_prepare(l, &g, TF_TensorType(x));
+  sa_conv* a = skc_prepare(l, &g, TF_TensorType(x));
   if (a == NULL) return;
   a->x = sk_mdata(x);
   a->f = sk_mdata(f);
@@ -360,10 +213,10 @@ bool skc_padding_attrs(TF_OpKernelConstruction* c, skc_attrs* at) {
   if (!sk_attr_string(c, "padding", pad, sizeof(pad)) ||
       !sk_attr_ints(c, "explicit_paddings", v, 16, &n))
     return false;
-  at->pad = strcmp(pad, "SAME") == 0    ? SKC_PAD_SAME
-            : strcmp(pad, "VALID") == 0 ? SKC_PAD_VALID
-                                        : SKC_PAD_EXPLICIT;
-  if (at->pad != SKC_PAD_EXPLICIT) {
+  at->pad = strcmp(pad, "SAME") == 0    ? SA_PAD_SAME
+            : strcmp(pad, "VALID") == 0 ? SA_PAD_VALID
+                                        : SA_PAD_EXPLICIT;
+  if (at->pad != SA_PAD_EXPLICIT) {
     if (n == 0) return true;
     sk_construction_fail(c, TF_INVALID_ARGUMENT,
                          "explicit_paddings attribute must be empty if the "

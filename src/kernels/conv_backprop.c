@@ -1,6 +1,7 @@
 /*
  * conv_backprop.c - Conv2DBackpropInput and Conv2DBackpropFilter (float32,
- * float64, NHWC) on the conv.c machinery (see conv.h and the top of conv.c).
+ * float64, NHWC) on conv.c's attributes and geometry and src/arith's
+ * arithmetic (sa_conv_bp_input / sa_conv_bp_filter, in arith/conv.c):
  *
  *   Conv2DBackpropInput   col = dy x filter^T per chunk of output rows, then
  *                         col2im adds every col entry back to the input pixel
@@ -14,8 +15,8 @@
  * convolutions are refused with InvalidArgument as on CPU.
  *
  * Thread contract: compute functions run on TF's thread and read the
- * host-memory size input (input_sizes / filter_sizes); run functions and
- * col2im run on the stream worker and read only skc_args.
+ * host-memory size input (input_sizes / filter_sizes); run functions run
+ * on the stream worker and read only their sa_conv.
  */
 #include <string.h>
 
@@ -27,120 +28,16 @@ static const char* const kOpNames[] = {"Conv2D", "Conv2DBackpropInput",
 static const char* const kCpuNames[] = {"Conv2D", "Conv2DCustomBackpropInput",
                                         "Conv2DCustomBackpropFilter"};
 
-/* ---- col2im and run functions (worker) --------------------------------- */
-
-static void add_n(TF_DataType dt, void* d, const void* s, int64_t n) {
-  if (dt == TF_FLOAT) {
-    float* fd = d;
-    const float* fs = s;
-    for (int64_t i = 0; i < n; i++) fd[i] += fs[i];
-  } else {
-    double* dd = d;
-    const double* ds = s;
-    for (int64_t i = 0; i < n; i++) dd[i] += ds[i];
-  }
-}
-
-/* Adds into dx row (n, ih) every col entry of output rows [oa, ob) of image
- * n that was copied from it. col row 0 is output row r0. */
-static void col2im_row(const skc_args* a, int64_t r0, int64_t n, int64_t ih,
-                       int64_t oa, int64_t ob) {
-  const skc_geom* g = &a->g;
-  size_t es = a->es;
-  int64_t k = g->kh * g->kw * g->c;
-  char* dxrow = (char*)a->x + (size_t)((n * g->h + ih) * g->w * g->c) * es;
-  for (int64_t kh = 0; kh < g->kh; kh++) {
-    int64_t t = ih + g->pt - kh * g->dh;
-    if (t < 0) break;
-    if (t % g->sh != 0) continue;
-    int64_t oh = t / g->sh;
-    if (oh < oa || oh >= ob) continue;
-    const char* colrow =
-        (const char*)a->col + (size_t)((n * g->oh + oh - r0) * g->ow * k) * es;
-    for (int64_t iw = 0; iw < g->w; iw++) {
-      char* d = dxrow + (size_t)(iw * g->c) * es;
-      for (int64_t kw = 0; kw < g->kw; kw++) {
-        int64_t u = iw + g->pl - kw * g->dw;
-        if (u < 0) break;
-        if (u % g->sw != 0 || u / g->sw >= g->ow) continue;
-        const char* s =
-            colrow + (size_t)((u / g->sw) * k + (kh * g->kw + kw) * g->c) * es;
-        add_n(a->dt, d, s, g->c);
-      }
-    }
-  }
-}
-
-typedef struct col2im_job {
-  const skc_args* a;
-  int64_t r0, r1; /* output rows of the chunk */
-  int64_t n0;     /* first image of the chunk */
-} col2im_job;
-
-static void col2im_range(void* arg, int64_t lo, int64_t hi) {
-  const col2im_job* j = arg;
-  const skc_geom* g = &j->a->g;
-  for (int64_t t = lo; t < hi; t++) {
-    int64_t n = j->n0 + t / g->h, ih = t % g->h;
-    int64_t oa = j->r0 - n * g->oh, ob = j->r1 - n * g->oh;
-    col2im_row(j->a, j->r0, n, ih, oa < 0 ? 0 : oa, ob > g->oh ? g->oh : ob);
-  }
-}
-
-static void col2im(const skc_args* a, int64_t r0, int64_t r1) {
-  const skc_geom* g = &a->g;
-  int64_t n0 = r0 / g->oh, n1 = (r1 - 1) / g->oh + 1;
-  col2im_job j = {a, r0, r1, n0};
-  int64_t per_row = g->w * g->c * g->kh * g->kw;
-  int64_t grain = per_row >= 32768 ? 1 : 32768 / (per_row ? per_row : 1);
-  sim_parallel_for((n1 - n0) * g->h, grain, col2im_range, &j);
-}
+/* ---- run functions (worker): src/arith's ------------------------------- */
 
 static void bp_input_run(sk_launch* l, void* args) {
   (void)l;
-  const skc_args* a = args;
-  const skc_geom* g = &a->g;
-  int64_t k = g->kh * g->kw * g->c;
-  if (a->zero_only || !a->direct)
-    memset(a->x, 0, (size_t)(g->n * g->h * g->w * g->c) * a->es);
-  if (a->zero_only) return;
-  if (a->direct) { /* dx = dy x filter^T */
-    sk_gemm(a->dt, false, true, g->n * g->oh * g->ow, k, g->o, a->y, g->o,
-             a->f, g->o, 0., a->x, k);
-    return;
-  }
-  int64_t rows = g->n * g->oh;
-  for (int64_t r0 = 0; r0 < rows; r0 += a->chunk_rows) {
-    int64_t nr = rows - r0 < a->chunk_rows ? rows - r0 : a->chunk_rows;
-    const char* dy = (const char*)a->y + (size_t)(r0 * g->ow * g->o) * a->es;
-    sk_gemm(a->dt, false, true, nr * g->ow, k, g->o, dy, g->o, a->f, g->o, 0.,
-             a->col, k);
-    col2im(a, r0, r0 + nr);
-  }
+  sa_conv_bp_input(args);
 }
 
 static void bp_filter_run(sk_launch* l, void* args) {
   (void)l;
-  const skc_args* a = args;
-  const skc_geom* g = &a->g;
-  int64_t k = g->kh * g->kw * g->c;
-  if (a->zero_only) {
-    memset(a->f, 0, (size_t)(k * g->o) * a->es);
-    return;
-  }
-  if (a->direct) { /* dW = x^T x dy */
-    sk_gemm(a->dt, true, false, k, g->o, g->n * g->oh * g->ow, a->x, k, a->y,
-             g->o, 0., a->f, g->o);
-    return;
-  }
-  int64_t rows = g->n * g->oh;
-  for (int64_t r0 = 0; r0 < rows; r0 += a->chunk_rows) {
-    int64_t nr = rows - r0 < a->chunk_rows ? rows - r0 : a->chunk_rows;
-    const char* dy = (const char*)a->y + (size_t)(r0 * g->ow * g->o) * a->es;
-    skc_im2col(a, r0, nr, 0);
-    sk_gemm(a->dt, true, false, k, g->o, nr * g->ow, a->col, k, dy, g->o,
-             r0 == 0 ? 0. : 1., a->f, g->o);
-  }
+  sa_conv_bp_filter(args);
 }
 
 /* ---- validation and launch (TF thread) ---------------------------------- */
@@ -183,7 +80,8 @@ static bool read_sizes(sk_launch* l, int i, const char* what, int64_t* v,
 /* Checks x / filter / dy shapes of a backprop against each other (TF's
  * ConvBackpropComputeDimensions) and fills g. */
 static bool bp_geometry(sk_launch* l, const skc_attrs* at, const sk_shape* xs,
-                        const sk_shape* fs, const sk_shape* ys, skc_geom* g) {
+                        const sk_shape* fs, const sk_shape* ys,
+                        sa_conv_geom* g) {
   const char* who = kCpuNames[at->op];
   const char* names[3] = {"input", "filter", "out_backprop"};
   const sk_shape* all[3] = {xs, fs, ys};
@@ -194,15 +92,15 @@ static bool bp_geometry(sk_launch* l, const skc_attrs* at, const sk_shape* xs,
       return false;
     }
   }
-  *g = (skc_geom){.n = xs->d[0],
-                  .h = xs->d[1],
-                  .w = xs->d[2],
-                  .c = xs->d[3],
-                  .kh = fs->d[0],
-                  .kw = fs->d[1],
-                  .kc = fs->d[2],
-                  .o = fs->d[3],
-                  .groups = 1};
+  *g = (sa_conv_geom){.n = xs->d[0],
+                      .h = xs->d[1],
+                      .w = xs->d[2],
+                      .c = xs->d[3],
+                      .kh = fs->d[0],
+                      .kw = fs->d[1],
+                      .kc = fs->d[2],
+                      .o = fs->d[3],
+                      .groups = 1};
   if (g->n != ys->d[0]) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "%s: input and out_backprop must have the same batch size. Input "
@@ -267,11 +165,11 @@ static void bp_input_compute(sk_launch* l, void* state) {
     xs = (sk_shape){4, {ys.d[0], v[0], v[1], fs.d[2]}, 0};
   }
   xs.n = xs.d[0] * xs.d[1] * xs.d[2] * xs.d[3];
-  skc_geom g;
+  sa_conv_geom g;
   if (!bp_geometry(l, at, &xs, &fs, &ys, &g)) return;
   TF_Tensor* dx = sk_output(l, 0, &xs);
   if (!sk_ok(l) || xs.n == 0) return;
-  skc_args* a = skc_prepare(l, &g, TF_TensorType(f));
+  sa_conv* a = skc_prepare(l, &g, TF_TensorType(f));
   if (a == NULL) return;
   a->x = sk_mdata(dx);
   a->f = sk_mdata(f);
@@ -289,11 +187,11 @@ static void bp_filter_compute(sk_launch* l, void* state) {
   sk_shape xs, ys;
   if (dy == NULL || !sk_shape_of(l, x, &xs) || !sk_shape_of(l, dy, &ys)) return;
   sk_shape fs = {4, {v[0], v[1], v[2], v[3]}, v[0] * v[1] * v[2] * v[3]};
-  skc_geom g;
+  sa_conv_geom g;
   if (!bp_geometry(l, at, &xs, &fs, &ys, &g)) return;
   TF_Tensor* df = sk_output(l, 0, &fs);
   if (!sk_ok(l) || fs.n == 0) return;
-  skc_args* a = skc_prepare(l, &g, TF_TensorType(x));
+  sa_conv* a = skc_prepare(l, &g, TF_TensorType(x));
   if (a == NULL) return;
   a->x = sk_mdata(x);
   a->f = sk_mdata(df);

@@ -13,17 +13,17 @@
  * and -0 (it is max(x, 0) with x on ties), ReluGrad is
  * gradients * (features > 0) so a NaN gradient stays NaN, int64 Neg wraps.
  * Transcendentals use libm (TF uses Eigen's approximations; both are within a
- * few ulp). The float arithmetic itself is in cwise_scalar.h.
+ * few ulp). The float arithmetic itself is in arith/scalar.h.
  */
 #include "kernels/cwise.h"
 
 /* ---- unary ops --------------------------------------------------------- */
 
-/* Float ops: the scalar functions of cwise_scalar.h (shared with the fused
+/* Float ops: the scalar functions of arith/scalar.h (shared with the fused
  * elementwise evaluator, ewprog.c, so fused == unfused bit for bit). */
 #define UNARY_OP(op)                                 \
-  SK_CW_UNARY(op##_f32, float, sk_cws_##op##_f32(a)) \
-  SK_CW_UNARY(op##_f64, double, sk_cws_##op##_f64(a))
+  SK_CW_UNARY(op##_f32, float, sa_cws_##op##_f32(a)) \
+  SK_CW_UNARY(op##_f64, double, sa_cws_##op##_f64(a))
 
 // clang-format off
 UNARY_OP(neg)
@@ -97,10 +97,10 @@ static void unary_compute(sk_launch* l, void* state) {
 
 /* ---- gradient ops: z = f(input 0, input 1), no broadcasting ------------ */
 
-/* Operand order follows each op's OpDef (cwise_scalar.h lists it). */
+/* Operand order follows each op's OpDef (arith/scalar.h lists it). */
 #define GRAD_OP(op)                                      \
-  SK_CW_BINARY(op##_f32, float, sk_cws_##op##_f32(a, b)) \
-  SK_CW_BINARY(op##_f64, double, sk_cws_##op##_f64(a, b))
+  SK_CW_BINARY(op##_f32, float, sa_cws_##op##_f32(a, b)) \
+  SK_CW_BINARY(op##_f64, double, sa_cws_##op##_f64(a, b))
 
 // clang-format off
 GRAD_OP(relugrad)

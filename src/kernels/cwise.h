@@ -18,7 +18,7 @@
  *                   FloorMod (int64: the worker-side zero-divisor check)
  *   cwise_select.c  Select, SelectV2 (three operands: their own broadcast
  *                   walk, moving raw elements)
- *   cwise_scalar.h  the float ops' scalar functions (sk_cws_*), shared with
+ *   arith/scalar.h  (src/arith) the float ops' scalar functions (sa_cws_*), shared with
  *                   the fused elementwise evaluator (ewprog.c)
  *
  * The driver. Every elementwise op is an inner loop `sk_cw_loop` applied to
@@ -138,7 +138,7 @@ typedef struct sk_cw_op {
 /* The ops' scalar arithmetic, after the pragma: compiled with the same
  * optimize options as the loops that inline it (GCC may refuse to inline a
  * function whose options differ from its caller's). */
-#include "kernels/cwise_scalar.h"
+#include "arith/scalar.h"
 
 /* The loop of `loops` for dtype dt; fails the launch if there is none.
  * half and bfloat16 get the float32 loop: the driver converts operands to

@@ -265,11 +265,11 @@ sk_cw_loop sk_cw_pick(sk_launch* l, const sk_cw_loops* loops, TF_DataType dt,
 /* int64 arithmetic through uint64: wraps instead of being undefined. */
 // clang-format off
 #define WRAP(op) ((int64_t)((uint64_t)a op (uint64_t)b))
-/* Float ops: the scalar functions of cwise_scalar.h (shared with the fused
+/* Float ops: the scalar functions of arith/scalar.h (shared with the fused
  * elementwise evaluator, ewprog.c). */
 #define FLOAT_OP(op)                                      \
-  SK_CW_BINARY(op##_f32, float, sk_cws_##op##_f32(a, b)) \
-  SK_CW_BINARY(op##_f64, double, sk_cws_##op##_f64(a, b))
+  SK_CW_BINARY(op##_f32, float, sa_cws_##op##_f32(a, b)) \
+  SK_CW_BINARY(op##_f64, double, sa_cws_##op##_f64(a, b))
 
 FLOAT_OP(add)
 FLOAT_OP(sub)

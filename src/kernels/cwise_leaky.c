@@ -31,8 +31,8 @@ typedef struct leaky_args {
   void* z;
 } leaky_args;
 
-/* The forward op through cwise_scalar.h's sk_cws_leakyrelu, which the fused
- * ops' epilogue (fused_epi.c) also uses: the same bits fused or not. */
+/* The forward op through arith/scalar.h's sa_cws_leakyrelu, which the fused
+ * ops' epilogue (src/arith/epi.c) also uses: the same bits fused or not. */
 #define LEAKY_LOOP(T, SUF)                                                     \
   do {                                                                         \
     const T* x = a->x;                                                         \
@@ -42,7 +42,7 @@ typedef struct leaky_args {
     if (a->grad)                                                               \
       for (int64_t i = b; i < e; i++) z[i] = x[i] > 0 ? g[i] : g[i] * al;      \
     else                                                                       \
-      for (int64_t i = b; i < e; i++) z[i] = sk_cws_leakyrelu_##SUF(x[i], al); \
+      for (int64_t i = b; i < e; i++) z[i] = sa_cws_leakyrelu_##SUF(x[i], al); \
   } while (0)
 
 static void leaky_range(void* arg, int64_t b, int64_t e) {

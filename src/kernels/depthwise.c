@@ -57,7 +57,7 @@ typedef struct dw_state {
 /* The run functions' arguments. */
 typedef struct dw_args {
   TF_DataType dt;
-  skc_geom g; /* c: input depth; o = c * mult; kc unused */
+  sa_conv_geom g; /* c: input depth; o = c * mult; kc unused */
   int64_t mult;
   int64_t xs[4], ys[4]; /* element strides of (n, h, w, c): input, output */
   const void* x;        /* input (forward, filter grad) */
@@ -66,8 +66,8 @@ typedef struct dw_args {
   void* out;            /* y, dx or df */
   double* acc;          /* filter grad: float64 sums, laid out as df */
   int64_t cb;           /* filter grad: channels per task */
-  const skf_epi* ep;    /* forward, fused: the epilogue (at epi), or NULL */
-  skf_epi epi;
+  const sa_epi* ep;     /* forward, fused: the epilogue (at epi), or NULL */
+  sa_epi epi;
 } dw_args;
 
 /* ---- arithmetic (worker) ------------------------------------------------ */
@@ -90,7 +90,7 @@ static inline int64_t out_pos(int64_t i, int64_t k, int64_t s, int64_t d,
 #define DW_KERNELS(T)                                                        \
   static void fwd_rows_##T(void* arg, int64_t lo, int64_t hi) {              \
     const dw_args* a = arg;                                                  \
-    const skc_geom* g = &a->g;                                               \
+    const sa_conv_geom* g = &a->g;                                           \
     const T* x = a->x;                                                       \
     const T* f = a->f;                                                       \
     T* y = a->out;                                                           \
@@ -115,13 +115,13 @@ static inline int64_t out_pos(int64_t i, int64_t k, int64_t s, int64_t d,
             }                                                                \
           }                                                                  \
         }                                                                    \
-        skf_apply(a->ep, yp, 1, g->o, 0, a->ys[3]);                          \
+        sa_epi_apply(a->ep, yp, 1, g->o, 0, a->ys[3]);                       \
       }                                                                      \
     }                                                                        \
   }                                                                          \
   static void bpi_rows_##T(void* arg, int64_t lo, int64_t hi) {              \
     const dw_args* a = arg;                                                  \
-    const skc_geom* g = &a->g;                                               \
+    const sa_conv_geom* g = &a->g;                                           \
     const T* f = a->f;                                                       \
     const T* dy = a->dy;                                                     \
     T* dx = a->out;                                                          \
@@ -153,7 +153,7 @@ static inline int64_t out_pos(int64_t i, int64_t k, int64_t s, int64_t d,
   /* Task t: tap t / blocks, channels [c0, c0 + cb) of block t % blocks. */  \
   static void bpf_tasks_##T(void* arg, int64_t lo, int64_t hi) {             \
     const dw_args* a = arg;                                                  \
-    const skc_geom* g = &a->g;                                               \
+    const sa_conv_geom* g = &a->g;                                           \
     const T* x = a->x;                                                       \
     const T* dy = a->dy;                                                     \
     T* df = a->out;                                                          \
@@ -190,7 +190,7 @@ DW_KERNELS(float)
 DW_KERNELS(double)
 
 /* Grain (in rows) giving each task about 32K multiply-adds. */
-static int64_t row_grain(const skc_geom* g, int64_t cols) {
+static int64_t row_grain(const sa_conv_geom* g, int64_t cols) {
   int64_t per_row = cols * g->kh * g->kw * g->o;
   return per_row >= 32768 ? 1 : 32768 / (per_row ? per_row : 1);
 }
@@ -248,16 +248,16 @@ static void dims_of(bool nchw, const sk_shape* s, int64_t d[4]) {
 /* Geometry from input dims (n, h, w, c) and filter shape; checks strides
  * and the output size as TF's GetWindowedOutputSizeVerbose. */
 static bool geometry(sk_launch* l, const dw_state* st, const int64_t xd[4],
-                     const sk_shape* fs, skc_geom* g) {
-  *g = (skc_geom){.n = xd[0],
-                  .h = xd[1],
-                  .w = xd[2],
-                  .c = xd[3],
-                  .kh = fs->d[0],
-                  .kw = fs->d[1],
-                  .kc = 1,
-                  .o = xd[3] * fs->d[3],
-                  .groups = xd[3]};
+                     const sk_shape* fs, sa_conv_geom* g) {
+  *g = (sa_conv_geom){.n = xd[0],
+                      .h = xd[1],
+                      .w = xd[2],
+                      .c = xd[3],
+                      .kh = fs->d[0],
+                      .kw = fs->d[1],
+                      .kc = 1,
+                      .o = xd[3] * fs->d[3],
+                      .groups = xd[3]};
   if (st->at.sh <= 0) {
     sk_fail(l, TF_INVALID_ARGUMENT, "Stride must be > 0, but got %lld",
             (long long)st->at.sh);
@@ -276,7 +276,7 @@ static sk_shape shape4(bool nchw, int64_t n, int64_t h, int64_t w, int64_t c) {
   return s;
 }
 
-static dw_args* new_args(sk_launch* l, const skc_geom* g, int64_t mult,
+static dw_args* new_args(sk_launch* l, const sa_conv_geom* g, int64_t mult,
                          TF_DataType dt, bool nchw, const sk_shape* xs,
                          const sk_shape* ys) {
   dw_args* a = sk_args(l, sizeof(*a));
@@ -317,11 +317,11 @@ static void fwd_compute(sk_launch* l, void* state) {
             (long long)xd[3], (long long)fs.d[2]);
     return;
   }
-  skc_geom g;
+  sa_conv_geom g;
   if (!geometry(l, st, xd, &fs, &g)) return;
   sk_shape ys = shape4(nchw, g.n, g.oh, g.ow, g.o);
   TF_Tensor* y = sk_output(l, 0, &ys);
-  skf_epi epi;
+  sa_epi epi;
   if (st->fused && !skf_bias(l, 2, g.o, &ys, &st->fx, TF_TensorType(x), &epi))
     return;
   if (!sk_ok(l) || ys.n == 0) return;
@@ -365,7 +365,8 @@ static bool read_sizes(sk_launch* l, int i, enum dw_op op, int64_t v[4]) {
 /* Checks input / filter / out_backprop shapes against each other as TF's
  * CPU backprops do and fills g. */
 static bool bp_geometry(sk_launch* l, const dw_state* st, const sk_shape* xs,
-                        const sk_shape* fs, const sk_shape* ys, skc_geom* g) {
+                        const sk_shape* fs, const sk_shape* ys,
+                        sa_conv_geom* g) {
   const char* who = kCpuNames[st->op];
   const char* names[3] = {"input", "filter", "out_backprop"};
   const sk_shape* all[3] = {xs, fs, ys};
@@ -420,7 +421,7 @@ static void bpi_compute(sk_launch* l, void* state) {
       !sk_shape_of(l, dy, &ys))
     return;
   sk_shape xs = {4, {v[0], v[1], v[2], v[3]}, v[0] * v[1] * v[2] * v[3]};
-  skc_geom g;
+  sa_conv_geom g;
   if (!bp_geometry(l, st, &xs, &fs, &ys, &g)) return;
   TF_Tensor* dx = sk_output(l, 0, &xs);
   if (!sk_ok(l) || xs.n == 0) return;
@@ -442,7 +443,7 @@ static void bpf_compute(sk_launch* l, void* state) {
   sk_shape xs, ys;
   if (dy == NULL || !sk_shape_of(l, x, &xs) || !sk_shape_of(l, dy, &ys)) return;
   sk_shape fs = {4, {v[0], v[1], v[2], v[3]}, v[0] * v[1] * v[2] * v[3]};
-  skc_geom g;
+  sa_conv_geom g;
   if (!bp_geometry(l, st, &xs, &fs, &ys, &g)) return;
   TF_Tensor* df = sk_output(l, 0, &fs);
   if (!sk_ok(l) || fs.n == 0) return;
@@ -482,7 +483,7 @@ static bool window4(TF_OpKernelConstruction* c, const char* name,
 static bool fused_padding(TF_OpKernelConstruction* c, skc_attrs* at) {
   char pad[16];
   if (!sk_attr_string(c, "padding", pad, sizeof(pad))) return false;
-  at->pad = strcmp(pad, "SAME") == 0 ? SKC_PAD_SAME : SKC_PAD_VALID;
+  at->pad = strcmp(pad, "SAME") == 0 ? SA_PAD_SAME : SA_PAD_VALID;
   if (strcmp(pad, "SAME") == 0 || strcmp(pad, "VALID") == 0) return true;
   sk_construction_fail(c, TF_INVALID_ARGUMENT,
                        "_FusedDepthwiseConv2dNative: padding must be SAME or "

@@ -114,8 +114,8 @@ static void gemm_range(void* arg, int64_t lo, int64_t hi) {
   size_t xs = (size_t)(a->m * a->k) * a->es, ys = (size_t)(a->k * a->n) * a->es;
   size_t zs = (size_t)(a->m * a->n) * a->es;
   for (int64_t i = lo; i < hi; i++)
-    sk_gemm(a->dt, false, false, a->m, a->n, a->k, j->x + i * xs, a->k,
-            j->y + i * ys, a->n, 0., j->z + i * zs, a->n);
+    sa_gemm(sk_sa_dtype(a->dt), false, false, a->m, a->n, a->k, j->x + i * xs,
+            a->k, j->y + i * ys, a->n, 0., j->z + i * zs, a->n, NULL);
 }
 
 static void ein_run(sk_launch* l, void* args) {

@@ -14,7 +14,7 @@
  * re-read, from cache when it is small), and the intermediates stay in the
  * thread's cache (16 blocks of 256 doubles: 32 KiB, on the thread's stack).
  *
- * Each op's block loop applies the op's sk_cws_* function (cwise_scalar.h),
+ * Each op's block loop applies the op's sa_cws_* function (arith/scalar.h),
  * the one the unfused SIMDEV kernel uses, in T: fused == unfused bit for bit.
  *
  * Thread contract: reentrant; the table is constant.
@@ -30,7 +30,7 @@
 #pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
 #endif
 
-#include "kernels/cwise_scalar.h"
+#include "arith/scalar.h"
 
 /* ---- block loops ----------------------------------------------------- */
 
@@ -41,19 +41,19 @@ typedef void (*ew_f64)(const double* x, const double* y, double* z, int n);
 #define EW_UNARY(op)                                                         \
   static void op##_u32(const float* x, const float* y, float* z, int n) {    \
     (void)y;                                                                 \
-    for (int i = 0; i < n; i++) z[i] = sk_cws_##op##_f32(x[i]);              \
+    for (int i = 0; i < n; i++) z[i] = sa_cws_##op##_f32(x[i]);              \
   }                                                                          \
   static void op##_u64(const double* x, const double* y, double* z, int n) { \
     (void)y;                                                                 \
-    for (int i = 0; i < n; i++) z[i] = sk_cws_##op##_f64(x[i]);              \
+    for (int i = 0; i < n; i++) z[i] = sa_cws_##op##_f64(x[i]);              \
   }
 
 #define EW_BINARY(op)                                                        \
   static void op##_u32(const float* x, const float* y, float* z, int n) {    \
-    for (int i = 0; i < n; i++) z[i] = sk_cws_##op##_f32(x[i], y[i]);        \
+    for (int i = 0; i < n; i++) z[i] = sa_cws_##op##_f32(x[i], y[i]);        \
   }                                                                          \
   static void op##_u64(const double* x, const double* y, double* z, int n) { \
-    for (int i = 0; i < n; i++) z[i] = sk_cws_##op##_f64(x[i], y[i]);        \
+    for (int i = 0; i < n; i++) z[i] = sa_cws_##op##_f64(x[i], y[i]);        \
   }
 
 // clang-format off

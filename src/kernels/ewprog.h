@@ -18,7 +18,7 @@
  *            ReluGrad(gradients = x0, features = x1).
  * Every op has the semantics and operand order of TF's op of that name, and
  * simdev evaluates it with the same scalar function as its unfused SIMDEV
- * kernel (cwise_scalar.h), in T, so a fused expression equals the chain of
+ * kernel (arith/scalar.h), in T, so a fused expression equals the chain of
  * unfused SIMDEV ops bit for bit. A program must leave exactly one value.
  * Inputs need not all be used (they still take part in the broadcast), and
  * may be pushed more than once ("$0 $0 Mul").

@@ -27,11 +27,11 @@
 
 static const struct {
   const char* name;
-  enum skf_act act;
+  enum sa_act act;
 } kActs[] = {
-    {"Relu", SKF_RELU}, {"Relu6", SKF_RELU6},
-    {"Elu", SKF_ELU},   {"LeakyRelu", SKF_LEAKYRELU},
-    {"Tanh", SKF_TANH}, {"Sigmoid", SKF_SIGMOID},
+    {"Relu", SA_ACT_RELU}, {"Relu6", SA_ACT_RELU6},
+    {"Elu", SA_ACT_ELU},   {"LeakyRelu", SA_ACT_LEAKYRELU},
+    {"Tanh", SA_ACT_TANH}, {"Sigmoid", SA_ACT_SIGMOID},
 };
 
 /* "[BiasAdd,Relu]" into buf, as TF CPU's messages print a fusion. */
@@ -87,7 +87,7 @@ bool skf_attrs_read(TF_OpKernelConstruction* c, const char* what,
                          "Fused %s must have at least one fused op.", what);
     return false;
   }
-  out->act = SKF_NONE;
+  out->act = SA_ACT_NONE;
   bool known = is_op(ops[0], lens[0], "BiasAdd") && n <= 2;
   if (known && n == 2) {
     known = false;
@@ -125,7 +125,7 @@ bool skf_attrs_read(TF_OpKernelConstruction* c, const char* what,
 }
 
 bool skf_bias(sk_launch* l, int input, int64_t channels, const sk_shape* out,
-              const skf_attrs* at, TF_DataType dt, skf_epi* e) {
+              const skf_attrs* at, TF_DataType dt, sa_epi* e) {
   TF_Tensor* b = sk_input(l, input);
   sk_shape bs;
   char s1[256], s2[256];
@@ -148,6 +148,6 @@ bool skf_bias(sk_launch* l, int input, int64_t channels, const sk_shape* out,
             sk_shape_str(out, s2, sizeof(s2)));
     return false;
   }
-  *e = (skf_epi){dt, sk_data(b), at->act, at->alpha};
+  *e = (sa_epi){(sa_dtype)dt, sk_data(b), at->act, at->alpha};
   return true;
 }

@@ -5,54 +5,38 @@
  * ["BiasAdd", <act>], act one of Relu, Relu6, Elu, LeakyRelu, Tanh, Sigmoid.
  *
  * The epilogue y = act(y + bias[channel]) runs in the same work item as
- * the arithmetic that wrote y, on the part it just wrote: sk_gemm_ep
+ * the arithmetic that wrote y, on the part it just wrote: sa_gemm
  * applies it to each row block right after the block's OpenBLAS call
- * (gemm.c), the depthwise loop to each output pixel it finishes. No second
- * kernel, launch or pass over the whole output in general; but a row block
- * is 1/cores of C (all of C for a product too small to split), so for
+ * (src/arith/gemm.c), the depthwise loop to each output pixel it finishes. No
+ * second kernel, launch or pass over the whole output in general; but a row
+ * block is 1/cores of C (all of C for a product too small to split), so for
  * _FusedMatMul and a direct (1x1, whole-image) convolution the epilogue
  * re-reads a block that may be larger than the cache. Only the im2col
  * path's chunks (scratch <= 4 MiB) are cache-sized.
  *
  * Numerics: the add is the one of BiasAdd's kernel (a + b in the dtype) and
  * each activation is the scalar function the unfused kernel uses
- * (cwise_scalar.h; LeakyRelu with alpha converted to the dtype first, as
+ * (arith/scalar.h; LeakyRelu with alpha converted to the dtype first, as
  * cwise_leaky.c), so a fused op gives the unfused SIMDEV chain's bits
  * whenever its product/convolution is computed by the same calls (it is:
  * the fused kernels share the unfused kernels' run functions).
  *
  * Files: fused.c (construction: attributes; launch: the bias input) runs on
- * TF's threads; fused_epi.c (skf_apply) on the stream worker and its pool
- * threads, and calls nothing of the framework (gemm.c uses it).
+ * TF's threads and fills an sa_epi; the epilogue itself is
+ * src/arith/epi.c's sa_epi_apply, on the stream worker and its pool
+ * threads (the XLA handlers' simdev_matmul_bias_act runs it too).
  */
 #ifndef SIMDEV_KERNELS_FUSED_H_
 #define SIMDEV_KERNELS_FUSED_H_
 
+#include "arith/sa.h"
 #include "kernels/sk.h"
-
-enum skf_act {
-  SKF_NONE, /* fused_ops ["BiasAdd"] */
-  SKF_RELU,
-  SKF_RELU6,
-  SKF_ELU,
-  SKF_LEAKYRELU,
-  SKF_TANH,
-  SKF_SIGMOID,
-};
 
 /* What a fused node's attributes ask for (read once at construction). */
 typedef struct skf_attrs {
-  enum skf_act act;
-  float alpha; /* leakyrelu_alpha */
+  enum sa_act act; /* arith/sa.h */
+  float alpha;     /* leakyrelu_alpha */
 } skf_attrs;
-
-/* One launch's epilogue: y[r, j] = act(y[r, j] + bias[j]). */
-typedef struct skf_epi {
-  TF_DataType dt; /* TF_FLOAT or TF_DOUBLE */
-  const void* bias;
-  enum skf_act act;
-  float alpha;
-} skf_epi;
 
 /* ---- fused.c (construction and compute functions, TF's thread) ---- */
 
@@ -69,13 +53,6 @@ bool skf_attrs_read(TF_OpKernelConstruction* c, const char* what,
  * count; out is the output shape, for the message) and e filled for dtype
  * dt. False after failing the launch. */
 bool skf_bias(sk_launch* l, int input, int64_t channels, const sk_shape* out,
-              const skf_attrs* at, TF_DataType dt, skf_epi* e);
-
-/* ---- fused_epi.c (worker) ---- */
-
-/* Applies e to `rows` rows of `n` elements at c: row r starts at element
- * r * ldc, its element j sits at j * inc and takes bias[j]. */
-void skf_apply(const skf_epi* e, void* c, int64_t rows, int64_t n, int64_t ldc,
-               int64_t inc);
+              const skf_attrs* at, TF_DataType dt, sa_epi* e);
 
 #endif /* SIMDEV_KERNELS_FUSED_H_ */

@@ -639,7 +639,7 @@ bool sk_launch_init(void) {
   g.sync_launch = cfg->sync_launch;
   g.early_completion = cfg->unsafe_early_completion;
   g.omit = getenv("SIMDEV_TEST_OMIT_KERNELS"); /* registration runs next */
-  sk_blas_init();
+  sa_blas_init();
   return true;
 }
 

@@ -19,7 +19,7 @@
  *
  * _FusedMatMul (TF's op for MatMul + BiasAdd [+ activation], written by the
  * graph optimizer's remapper) is MatMul with fused.h's epilogue handed to
- * sk_gemm_ep, which applies it to each block of rows right after the
+ * sa_gemm, which applies it to each block of rows right after the
  * block's product. Its OpDef allows float32 (and 16-bit floats, which
  * SIMDEV does not fuse), not float64.
  *
@@ -34,7 +34,7 @@
 #include "kernels/fused.h"
 #include "kernels/sk.h"
 
-/* Per-product multiply-adds below which sk_gemm keeps a product on one
+/* Per-product multiply-adds below which sa_gemm keeps a product on one
  * thread: batches of such products are spread over the cores instead. */
 #define MM_SMALL_MNK (4 * 65536)
 
@@ -64,16 +64,17 @@ typedef struct mm_args {
   const void *a16, *b16;
   void* c16;
   int64_t na, nbe, nc;
-  const skf_epi* ep; /* _FusedMatMul (points at epi; never with t16) */
-  skf_epi epi;
+  const sa_epi* ep; /* _FusedMatMul (points at epi; never with t16) */
+  sa_epi epi;
 } mm_args;
 
 /* ---- the arithmetic (worker) ------------------------------------------- */
 
 static void gemm(TF_DataType dt, bool ta, bool tb, int64_t m, int64_t n,
                  int64_t k, const void* a, const void* b, void* c,
-                 const skf_epi* ep) {
-  sk_gemm_ep(dt, ta, tb, m, n, k, a, ta ? m : k, b, tb ? k : n, 0., c, n, ep);
+                 const sa_epi* ep) {
+  sa_gemm(sk_sa_dtype(dt), ta, tb, m, n, k, a, ta ? m : k, b, tb ? k : n, 0., c,
+          n, ep);
 }
 
 /* Matrix indices of A and B for output matrix i of the batch. */
@@ -150,7 +151,7 @@ static void mm_products(mm_args* a) {
   size_t es = a->dt == TF_FLOAT ? 4 : 8;
   if (a->k == 0) {
     memset(a->c, 0, (size_t)(a->nb * a->m * a->n) * es);
-    skf_apply(a->ep, a->c, a->nb * a->m, a->n, a->n, 1);
+    sa_epi_apply(a->ep, a->c, a->nb * a->m, a->n, a->n, 1);
     return;
   }
   if (a->nb > 1 && !a->ta && b_shared(a)) {

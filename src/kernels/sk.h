@@ -52,6 +52,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arith/sa.h"
 #include "device_sim/sim.h"
 #include "kernels/sk_tf.h"
 
@@ -124,8 +125,8 @@ void sk_construction_fail(TF_OpKernelConstruction* c, TF_Code code,
  * 0) for attribute `type_attr` (times each of `types2` for `type_attr2`), or
  * once without a type constraint when type_attr is NULL. A constraint keeps
  * TF's placer honest: a type simdev cannot run is placed elsewhere under soft
- * placement instead of failing on SIMDEV. `host_memory` lists arguments kept in host memory
- * (NULL-terminated; may be NULL). */
+ * placement instead of failing on SIMDEV. `host_memory` lists arguments kept in
+ * host memory (NULL-terminated; may be NULL). */
 typedef struct sk_op {
   const char* name;
   void* (*create)(TF_OpKernelConstruction* c);
@@ -168,10 +169,10 @@ bool sk_register_gather(char* msg, size_t len);        /* gather.c */
 bool sk_register_scatter(char* msg, size_t len);       /* scatter.c */
 /* dlpack_ops.c; also defines the two ops. */
 bool sk_register_dlpack(char* msg, size_t len);
-bool sk_register_depthwise(char* msg, size_t len);     /* depthwise.c */
-bool sk_register_batchnorm(char* msg, size_t len);     /* batchnorm.c */
-bool sk_register_einsum(char* msg, size_t len);        /* einsum.c */
-bool sk_register_resize(char* msg, size_t len);        /* resize.c */
+bool sk_register_depthwise(char* msg, size_t len); /* depthwise.c */
+bool sk_register_batchnorm(char* msg, size_t len); /* batchnorm.c */
+bool sk_register_einsum(char* msg, size_t len);    /* einsum.c */
+bool sk_register_resize(char* msg, size_t len);    /* resize.c */
 /* ewprog_op.c; also defines the op _SimdevFusedElementwise. */
 bool sk_register_ewprog(char* msg, size_t len);
 
@@ -241,34 +242,30 @@ void sk_work(sk_launch* l, sk_run_fn run, const char* label);
 
 /* ---- launch.c internals used by kernels.c ------------------------------ */
 /* Takes SIMDEV_SYNC / SIMDEV_UNSAFE_EARLY_COMPLETION from the settings
- * SE_InitPlugin read, and makes OpenBLAS single-threaded. Returns false,
- * doing nothing, when SE_InitPlugin decided this process gets no SIMDEV
- * device (SIMDEV_DISABLE=1, another TensorFlow release): then no kernel is
- * registered either. */
+ * SE_InitPlugin read, and makes OpenBLAS single-threaded (sa_blas_init).
+ * Returns false, doing nothing, when SE_InitPlugin decided this process gets no
+ * SIMDEV device (SIMDEV_DISABLE=1, another TensorFlow release): then no kernel
+ * is registered either. */
 bool sk_launch_init(void);
 
-/* ---- gemm.c (worker) ----------------------------------------------------- */
-/* Row-major C = op(A) op(B) + beta C, float32 or float64, spread over the
- * cores in fixed row blocks; deterministic. k == 0 leaves beta*C. */
-void sk_gemm(TF_DataType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-             const void* a, int64_t lda, const void* b, int64_t ldb,
-             double beta, void* c, int64_t ldc);
-/* sk_gemm, then the fused ops' epilogue `ep` (fused.h; NULL: none) on each
- * block of rows right after that block's product, on the same thread. The
- * blocks do not depend on ep: with ep, C has sk_gemm's bits before ep. */
-struct skf_epi;
-void sk_gemm_ep(TF_DataType dt, bool ta, bool tb, int64_t m, int64_t n,
-                int64_t k, const void* a, int64_t lda, const void* b,
-                int64_t ldb, double beta, void* c, int64_t ldc,
-                const struct skf_epi* ep);
-/* Makes OpenBLAS single-threaded (simdev parallelises itself). */
-void sk_blas_init(void);
+/* ---- the arithmetic (src/arith) --------------------------------------------
+ */
+/* GEMM, convolution and the fused epilogue live in src/arith (arith/sa.h),
+ * shared with the XLA handlers. Its float32 / float64 codes are TF's, so a
+ * TF_DataType the kernel has checked converts by value. */
+_Static_assert(SA_F32 == (int)TF_FLOAT && SA_F64 == (int)TF_DOUBLE,
+               "arith/sa.h's sa_dtype must equal TF_FLOAT / TF_DOUBLE");
+static inline sa_dtype sk_sa_dtype(TF_DataType dt) {
+  return (sa_dtype)dt;
+}
 
 /* ---- helpers ------------------------------------------------------------ */
 static inline const void* sk_data(const TF_Tensor* t) {
   return TF_TensorData(t);
 }
-static inline void* sk_mdata(TF_Tensor* t) { return TF_TensorData(t); }
+static inline void* sk_mdata(TF_Tensor* t) {
+  return TF_TensorData(t);
+}
 
 /* Element i of int32 or int64 index data (shapes, permutations, axes,
  * labels): the one place that reads either width. dt must be TF_INT32 or

@@ -4,7 +4,7 @@ The op is simdev's own: TF has no CPU kernel for it and it is not in
 tf.raw_ops (sweep.op_function runs it). Its property instead of the CPU
 comparison: the fused program equals the same program run as a chain of
 unfused SIMDEV ops bit for bit (the kernels share their scalar functions,
-cwise_scalar.h), and the chain of TF CPU ops within `ulps`. Bad programs
+arith/scalar.h), and the chain of TF CPU ops within `ulps`. Bad programs
 and shapes are tested in tests/tf/test_kernels_fused_elementwise.py: with
 no CPU kernel there is no CPU error class to compare them with here.
 """

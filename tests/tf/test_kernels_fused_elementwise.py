@@ -194,7 +194,7 @@ REF = {
     "SqrtGrad": lambda y, dy: dy * 0.5 / y,
     "RsqrtGrad": lambda y, dy: dy * -0.5 * y * y * y,
 }
-# roundings of each op's formula in simdev's C (cwise_scalar.h); "lib": a
+# roundings of each op's formula in simdev's C (arith/scalar.h); "lib": a
 # libm function involved (LIBM_ULPS ulps)
 ULPS = {"Neg": 0, "Abs": 0, "Relu": 0, "Relu6": 0, "Sign": 0, "Floor": 0,
         "Ceil": 0, "Round": 0, "Maximum": 0, "Minimum": 0, "ReluGrad": 0,

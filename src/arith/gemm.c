@@ -1,8 +1,9 @@
 /*
- * gemm.c - sk_gemm: every simdev GEMM (MatMul, BatchMatMulV2, Conv2D and its
- * backprops) goes through here.
+ * gemm.c - sa_gemm: every simdev GEMM goes through here: TF's MatMul,
+ * BatchMatMulV2, Einsum, Conv2D and its backprops (src/kernels), and the
+ * XLA handlers' matmuls and convolutions (src/xla).
  *
- * OpenBLAS runs single-threaded (sk_blas_init) and simdev spreads large
+ * OpenBLAS runs single-threaded (sa_blas_init) and simdev spreads large
  * products over the cores itself, cutting C into fixed blocks of rows that
  * each go to one single-threaded OpenBLAS call on a sim_parallel_for thread.
  * Why not OpenBLAS's own threads: after each call they keep spinning for a
@@ -14,20 +15,20 @@
  * the shape and the machine's CPU count, never on timing, so results are
  * identical run to run and with SIMDEV_SYNC.
  *
- * The fused ops' epilogue (fused.h: bias + activation) rides along:
- * sk_gemm_ep applies it to each block of rows right after that block's
- * OpenBLAS call, on the same thread (in cache when the block is small: a
- * block is 1/cores of C, fused.h says what that means). The
+ * The fused ops' epilogue (sa_epi: bias + activation) rides along:
+ * sa_gemm applies it to each block of rows right after that block's
+ * OpenBLAS call, on the same thread (in cache when the block is small; a
+ * block is 1/cores of C, so for a large product it is not). The
  * blocks are the same with or without an epilogue, so a fused product has
  * the unfused product's bits before its epilogue.
  *
- * Thread contract: sk_gemm runs on a stream worker (or a pool thread, where
+ * Thread contract: sa_gemm runs on a stream worker (or a pool thread, where
  * a nested sim_parallel_for runs inline).
  */
 #include <cblas.h>
 
-#include "kernels/fused.h"
-#include "kernels/sk.h"
+#include "arith/sa.h"
+#include "device_sim/sim.h"
 
 /* Fewest rows of C per OpenBLAS call when a product is split. */
 #define GEMM_MIN_ROWS 64
@@ -35,12 +36,12 @@
 #define GEMM_PARALLEL_MNK ((int64_t)1 << 21)
 
 /* openblas_set_num_threads is in Debian's cblas.h for OpenBLAS. */
-void sk_blas_init(void) {
+void sa_blas_init(void) {
   openblas_set_num_threads(1);
 }
 
 typedef struct gemm_job {
-  TF_DataType dt;
+  sa_dtype dt;
   bool ta, tb;
   int64_t m, n, k;
   const char* a;
@@ -51,17 +52,17 @@ typedef struct gemm_job {
   char* c;
   int64_t ldc;
   int64_t block_rows;
-  const skf_epi* ep; /* NULL: none */
+  const sa_epi* ep; /* NULL: none */
 } gemm_job;
 
 static void gemm_call(const gemm_job* g, int64_t r0, int64_t rows) {
   enum CBLAS_TRANSPOSE ota = g->ta ? CblasTrans : CblasNoTrans;
   enum CBLAS_TRANSPOSE otb = g->tb ? CblasTrans : CblasNoTrans;
-  size_t es = g->dt == TF_FLOAT ? sizeof(float) : sizeof(double);
+  size_t es = sa_dtype_size(g->dt);
   /* Row r of op(A): row r of A, or column r of A when transposed. */
   const char* a = g->a + (size_t)(g->ta ? r0 : r0 * g->lda) * es;
   char* c = g->c + (size_t)(r0 * g->ldc) * es;
-  if (g->dt == TF_FLOAT)
+  if (g->dt == SA_F32)
     cblas_sgemm(CblasRowMajor, ota, otb, (blasint)rows, (blasint)g->n,
                 (blasint)g->k, 1.f, (const float*)a, (blasint)g->lda, g->b,
                 (blasint)g->ldb, (float)g->beta, (float*)c, (blasint)g->ldc);
@@ -69,7 +70,7 @@ static void gemm_call(const gemm_job* g, int64_t r0, int64_t rows) {
     cblas_dgemm(CblasRowMajor, ota, otb, (blasint)rows, (blasint)g->n,
                 (blasint)g->k, 1., (const double*)a, (blasint)g->lda, g->b,
                 (blasint)g->ldb, g->beta, (double*)c, (blasint)g->ldc);
-  skf_apply(g->ep, c, rows, g->n, g->ldc, 1);
+  sa_epi_apply(g->ep, c, rows, g->n, g->ldc, 1);
 }
 
 static void gemm_blocks(void* arg, int64_t b0, int64_t b1) {
@@ -81,10 +82,9 @@ static void gemm_blocks(void* arg, int64_t b0, int64_t b1) {
   }
 }
 
-void sk_gemm_ep(TF_DataType dt, bool ta, bool tb, int64_t m, int64_t n,
-                int64_t k, const void* a, int64_t lda, const void* b,
-                int64_t ldb, double beta, void* c, int64_t ldc,
-                const struct skf_epi* ep) {
+void sa_gemm(sa_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+             const void* a, int64_t lda, const void* b, int64_t ldb,
+             double beta, void* c, int64_t ldc, const sa_epi* ep) {
   if (m <= 0 || n <= 0) return;
   gemm_job g = {dt, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, m, ep};
   int64_t width = sim_parallel_width();
@@ -96,10 +96,4 @@ void sk_gemm_ep(TF_DataType dt, bool ta, bool tb, int64_t m, int64_t n,
   rows = (rows + 15) / 16 * 16; /* whole register blocks of OpenBLAS */
   g.block_rows = rows < GEMM_MIN_ROWS ? GEMM_MIN_ROWS : rows;
   sim_parallel_for((m + g.block_rows - 1) / g.block_rows, 1, gemm_blocks, &g);
-}
-
-void sk_gemm(TF_DataType dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-             const void* a, int64_t lda, const void* b, int64_t ldb,
-             double beta, void* c, int64_t ldc) {
-  sk_gemm_ep(dt, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, NULL);
 }

@@ -1,0 +1,295 @@
+/*
+ * runtime.c - the device and stream behind the XLA handlers, and the life of
+ * a job: queued by a handler on XLA's thread, run on the stream's worker,
+ * completed there by setting the handler's XLA_FFI_Future (or waking the
+ * handler, with SIMDEV_SYNC=1).
+ *
+ * One device (ordinal 0) and one stream serve every caller: XLA:CPU may call
+ * handlers from several threads at once (independent parts of a program,
+ * several programs); their jobs run one after the other on the worker
+ * "simdev0-s0", each spreading its arithmetic over device_sim's pool, like
+ * TF's kernels on the same device's compute stream.
+ *
+ * Errors on the worker never make the stream's status sticky: a job's run
+ * returns SIM_OK to the stream and keeps its own code, so a failed call
+ * (scratch that does not fit) does not fail the calls after it. The done
+ * callback turns that code into the future's error.
+ *
+ * Completing a future may run XLA's continuation (the rest of the program)
+ * on the worker thread: XLA's async values run their waiters on the thread
+ * that makes them available. That only delays the stream's next job; a
+ * handler called there submits without waiting (SIMDEV_SYNC is off then,
+ * since sync handlers make no futures).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sx_internal.h"
+
+/* Lock order: g.mu, then (never while holding it) the stream's own locks;
+ * counts.mu is a leaf taken by workers. */
+static struct {
+  pthread_mutex_t mu; /* guards the fields below */
+  pthread_cond_t cv;  /* users dropped to 0, or a shutdown ended */
+  sim_device* dev;    /* NULL until the first init, and after shutdown */
+  sim_stream* stream;
+  int sync; /* SIMDEV_SYNC of the settings read at init */
+  /* Handlers between acquire and release: they use dev and stream without
+   * the lock, so shutdown waits for them to leave. */
+  int users;
+  int stopping; /* a shutdown is destroying dev and stream */
+} g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+
+static struct {
+  pthread_mutex_t mu; /* guards the counts; taken by handlers and workers */
+  uint64_t enqueued, completed, failed;
+} counts = {PTHREAD_MUTEX_INITIALIZER};
+
+static void lock(pthread_mutex_t* m) {
+  SIM_CHECK(pthread_mutex_lock(m) == 0);
+}
+static void unlock(pthread_mutex_t* m) {
+  SIM_CHECK(pthread_mutex_unlock(m) == 0);
+}
+
+/* ---- device and stream --------------------------------------------------- */
+
+/* Creates dev and stream if there are none. g.mu held. Returns a sim_err;
+ * *disabled is set for SIMDEV_DISABLE=1. */
+static int init_locked(char* msg, size_t len, bool* disabled) {
+  *disabled = false;
+  if (g.dev != NULL) return SIM_OK;
+  sim_config cfg;
+  int rc = sim_config_from_env(&cfg, msg, len);
+  if (rc != SIM_OK) return rc;
+  if (cfg.disabled) {
+    *disabled = true;
+    snprintf(msg, len,
+             "SIMDEV_DISABLE=1: simdev offers no device, so its XLA targets "
+             "cannot run (unset SIMDEV_DISABLE to use them)");
+    return SIM_EINVAL;
+  }
+  sim_device* dev;
+  rc = sim_device_create(0, cfg.memory_mb, &dev);
+  if (rc != SIM_OK) {
+    snprintf(msg, len,
+             "cannot create simdev device 0 with SIMDEV_MEMORY_MB=%llu: %s",
+             (unsigned long long)cfg.memory_mb, sim_strerror(rc));
+    return rc;
+  }
+  sim_stream* s;
+  rc = sim_stream_create(dev, &s);
+  if (rc != SIM_OK) {
+    snprintf(msg, len, "cannot create a stream on simdev device 0: %s",
+             sim_strerror(rc));
+    sim_device_destroy(dev);
+    return rc;
+  }
+  sa_blas_init();
+  g.dev = dev;
+  g.stream = s;
+  g.sync = cfg.sync_launch;
+  return SIM_OK;
+}
+
+int simdev_xla_init(char* msg, size_t len) {
+  char buf[512];
+  bool disabled;
+  lock(&g.mu);
+  while (g.stopping) SIM_CHECK(pthread_cond_wait(&g.cv, &g.mu) == 0);
+  int rc = init_locked(buf, sizeof(buf), &disabled);
+  unlock(&g.mu);
+  if (msg != NULL && len > 0) snprintf(msg, len, "%s", rc ? buf : "");
+  return rc;
+}
+
+/* Makes sure dev and stream exist and keeps them alive until release. */
+static XLA_FFI_Error_Code acquire(sim_device** dev, sim_stream** s, int* sync,
+                                  char* msg, size_t len) {
+  bool disabled;
+  lock(&g.mu);
+  while (g.stopping) SIM_CHECK(pthread_cond_wait(&g.cv, &g.mu) == 0);
+  int rc = init_locked(msg, len, &disabled);
+  if (rc == SIM_OK) {
+    g.users++;
+    *dev = g.dev;
+    *s = g.stream;
+    *sync = g.sync;
+  }
+  unlock(&g.mu);
+  if (rc == SIM_OK) return XLA_FFI_Error_Code_OK;
+  if (disabled) return XLA_FFI_Error_Code_FAILED_PRECONDITION;
+  if (rc == SIM_EINVAL) return XLA_FFI_Error_Code_INVALID_ARGUMENT;
+  if (rc == SIM_ENOMEM) return XLA_FFI_Error_Code_RESOURCE_EXHAUSTED;
+  return XLA_FFI_Error_Code_INTERNAL;
+}
+
+static void release(void) {
+  lock(&g.mu);
+  if (--g.users == 0) SIM_CHECK(pthread_cond_broadcast(&g.cv) == 0);
+  unlock(&g.mu);
+}
+
+int simdev_xla_shutdown(void) {
+  lock(&g.mu);
+  while (g.stopping) SIM_CHECK(pthread_cond_wait(&g.cv, &g.mu) == 0);
+  g.stopping = 1;
+  while (g.users > 0) SIM_CHECK(pthread_cond_wait(&g.cv, &g.mu) == 0);
+  sim_device* dev = g.dev;
+  sim_stream* s = g.stream;
+  g.dev = NULL;
+  g.stream = NULL;
+  unlock(&g.mu);
+  /* Without g.mu: destroying the stream runs the done callbacks of every
+   * queued job, which complete their futures (and take counts.mu only). */
+  if (s != NULL) sim_stream_destroy(s);
+  if (dev != NULL) sim_device_destroy(dev);
+  lock(&g.mu);
+  g.stopping = 0;
+  SIM_CHECK(pthread_cond_broadcast(&g.cv) == 0);
+  unlock(&g.mu);
+  return 0;
+}
+
+void simdev_xla_counts(uint64_t* enqueued, uint64_t* completed,
+                       uint64_t* failed) {
+  lock(&counts.mu);
+  if (enqueued) *enqueued = counts.enqueued;
+  if (completed) *completed = counts.completed;
+  if (failed) *failed = counts.failed;
+  unlock(&counts.mu);
+}
+
+/* ---- jobs ---------------------------------------------------------------- */
+
+/* A SIMDEV_SYNC handler waiting for its job (on the handler's stack). */
+struct sx_wait {
+  pthread_mutex_t mu; /* guards done */
+  pthread_cond_t cv;
+  bool done;
+};
+
+void* sx_job_new(size_t size, sx_run_fn run) {
+  sx_job* j = calloc(1, size);
+  if (j != NULL) j->run = run;
+  return j;
+}
+
+/* Worker: the arithmetic. Its failure stays in the job (see the top). */
+static int job_run(sim_work* w, char* msg, size_t len) {
+  sx_job* j = (sx_job*)w;
+  j->code = j->run(j, j->dev, j->msg, sizeof(j->msg));
+  return SIM_OK;
+}
+
+/* Worker: completes the call. status is not SIM_OK only when the stream
+ * drained the job without running it (it was in error: not from our jobs). */
+static void job_done(sim_work* w, int status) {
+  sx_job* j = (sx_job*)w;
+  if (status != SIM_OK) {
+    j->code = XLA_FFI_Error_Code_INTERNAL;
+    snprintf(j->msg, sizeof(j->msg), "simdev stream failed: %s",
+             sim_strerror(status));
+  }
+  lock(&counts.mu);
+  if (j->code == XLA_FFI_Error_Code_OK)
+    counts.completed++;
+  else
+    counts.failed++;
+  unlock(&counts.mu);
+
+  if (j->wait != NULL) { /* the handler reads code and msg, then frees j */
+    struct sx_wait* wt = j->wait;
+    lock(&wt->mu);
+    wt->done = true;
+    SIM_CHECK(pthread_cond_signal(&wt->cv) == 0);
+    unlock(&wt->mu);
+    return;
+  }
+  XLA_FFI_Error* err = NULL;
+  if (j->code != XLA_FFI_Error_Code_OK) {
+    char m[640];
+    snprintf(m, sizeof(m), "%s: %s", j->target, j->msg);
+    XLA_FFI_Future_SetError_Args a = {
+        .struct_size = XLA_FFI_Future_SetError_Args_STRUCT_SIZE,
+        .future = j->future,
+        .error = sx_error_msg(j->api, j->code, m), /* XLA takes it */
+    };
+    err = j->api->XLA_FFI_Future_SetError(&a);
+  } else {
+    XLA_FFI_Future_SetAvailable_Args a = {
+        .struct_size = XLA_FFI_Future_SetAvailable_Args_STRUCT_SIZE,
+        .future = j->future,
+    };
+    err = j->api->XLA_FFI_Future_SetAvailable(&a);
+  }
+  /* XLA refusing to complete a future it made is a broken contract: its
+   * program would wait forever, so stop here with file and line. */
+  SIM_CHECK(err == NULL);
+  free(j);
+}
+
+XLA_FFI_Error* sx_launch(const sx_call* c, sx_job* j) {
+  char msg[512];
+  sim_device* dev;
+  sim_stream* s;
+  int sync;
+  XLA_FFI_Error_Code code = acquire(&dev, &s, &sync, msg, sizeof(msg));
+  if (code != XLA_FFI_Error_Code_OK) {
+    free(j);
+    return sx_error(c, code, "%s", msg);
+  }
+  j->work.run = job_run;
+  j->work.done = job_done;
+  j->work.label = c->target;
+  j->target = c->target;
+  j->api = c->api;
+  j->dev = dev;
+
+  if (sync) {
+    struct sx_wait wt = {.done = false};
+    SIM_CHECK(pthread_mutex_init(&wt.mu, NULL) == 0);
+    SIM_CHECK(pthread_cond_init(&wt.cv, NULL) == 0);
+    j->wait = &wt;
+    lock(&counts.mu);
+    counts.enqueued++;
+    unlock(&counts.mu);
+    SIM_CHECK(sim_stream_submit(s, &j->work) == SIM_OK);
+    release();
+    lock(&wt.mu);
+    while (!wt.done) SIM_CHECK(pthread_cond_wait(&wt.cv, &wt.mu) == 0);
+    unlock(&wt.mu);
+    SIM_CHECK(pthread_cond_destroy(&wt.cv) == 0);
+    SIM_CHECK(pthread_mutex_destroy(&wt.mu) == 0);
+    XLA_FFI_Error* e = NULL;
+    if (j->code != XLA_FFI_Error_Code_OK)
+      e = sx_error(c, j->code, "%s", j->msg);
+    free(j);
+    return e;
+  }
+
+  /* The future exists before the job is queued: the worker may complete
+   * it before sim_stream_submit returns. */
+  XLA_FFI_Future_Create_Args fa = {
+      .struct_size = XLA_FFI_Future_Create_Args_STRUCT_SIZE,
+  };
+  XLA_FFI_Error* e = c->api->XLA_FFI_Future_Create(&fa);
+  if (e != NULL || fa.future == NULL) {
+    release();
+    free(j);
+    if (e != NULL) return e;
+    return sx_error(c, XLA_FFI_Error_Code_INTERNAL,
+                    "XLA_FFI_Future_Create returned no future");
+  }
+  j->future = fa.future;
+  c->frame->future = fa.future;
+  lock(&counts.mu);
+  counts.enqueued++;
+  unlock(&counts.mu);
+  /* Fails only for an incomplete item, which this is not. */
+  SIM_CHECK(sim_stream_submit(s, &j->work) == SIM_OK);
+  release();
+  return NULL;
+}
