@@ -217,9 +217,11 @@ def relu(x):
 # ---- conv2d ---------------------------------------------------------------
 
 def _pair(v, name):
+    """A (h, w) pair of positive ints. Checked here because the result
+    shape depends on it; the handler checks the attribute again."""
     t = tuple(int(i) for i in v)
-    if len(t) != 2:
-        raise _shape_error("conv2d", "%s must have 2 elements, got %r"
+    if len(t) != 2 or min(t) < 1:
+        raise _shape_error("conv2d", "%s must be 2 positive ints, got %r"
                            % (name, v))
     return t
 
