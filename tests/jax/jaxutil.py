@@ -1,5 +1,29 @@
-"""Helpers for simdev's JAX tests (tests/jax; conftest.py has the set-up
-and the fixtures).
+"""Set-up, fixtures and helpers of simdev's JAX tests (tests/jax).
+
+Why no conftest.py: conftest files outside a Python package are all
+imported under the module name `conftest`, and tests/tf's modules do
+`from conftest import ...`; a second one here would take that name when
+both folders run in one pytest (make test). So the fixtures live here and
+each test module imports the ones it uses (`from jaxutil import sj,
+no_tensorflow`); pytest finds fixtures among a module's globals.
+
+These tests run JAX on CPU in the pytest process itself: libsimdev_xla.so
+has no TensorFlow in it, and a JAX process must never load TensorFlow. The
+`no_tensorflow` fixture (autouse, once per test module that imports it)
+asserts that 'tensorflow' is not in sys.modules before the module's first
+test and after its last one. Child processes (run_py) assert it too.
+
+What is tested is the copy installed in this interpreter's site-packages
+(`make install`), like tests/tf.
+
+The pytest process runs with no SIMDEV_* variable: they are removed from
+os.environ when this module is first imported, before anything loads the
+library (which reads them when it creates its device), so that a
+developer's setting cannot change what is tested. Tests that need a
+setting (SIMDEV_SYNC=1, a bad or tiny SIMDEV_MEMORY_MB) run a script in a
+fresh process (`run_py`), with exactly the SIMDEV_* variables they give.
+float64 tests need jax_enable_x64, switched on here for the whole process
+(float32 inputs stay float32: the tests give every dtype explicitly).
 
 Error bounds (`assert_close`): results are compared with the jnp / lax
 reference computed in the same dtype, so both sides carry rounding errors.
@@ -14,10 +38,34 @@ import subprocess
 import sys
 import textwrap
 
-import jax
-import jax.numpy as jnp
-import numpy as np
-from jax import lax
+for _k in [k for k in os.environ if k.startswith("SIMDEV_")]:
+    del os.environ[_k]
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from jax import lax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_platforms", "cpu")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_tensorflow():
+    """No test module may import TensorFlow into the JAX process."""
+    assert "tensorflow" not in sys.modules, "TensorFlow was imported before this module"
+    yield
+    assert "tensorflow" not in sys.modules, "TensorFlow was imported by this module"
+
+
+@pytest.fixture(scope="session")
+def sj():
+    """simdev.jax, registered."""
+    import simdev.jax as sj
+
+    sj.register()
+    return sj
 
 CHECK_MARK = "@@SIMDEV_JAX@@ "
 HI = lax.Precision.HIGHEST

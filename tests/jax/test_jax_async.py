@@ -10,6 +10,8 @@ import threading
 import jax
 import numpy as np
 
+from jaxutil import no_tensorflow, sj  # noqa: F401 (fixtures)
+
 N_CALLS = 1000
 
 
