@@ -23,7 +23,8 @@
 #                  pytest and the examples use (tests/tf test the INSTALLED
 #                  copy, so run this after editing C code)
 #   make test-c    set up, then ctest (C tests, valgrind runs)
-#   make test-tf   set up, then pytest tests/tf tests/conformance (PYTEST_ARGS)
+#   make test-tf   set up, then pytest tests/tf tests/conformance tests/jax
+#                  (PYTEST_ARGS)
 #
 # Every step fails on the first error: recipes run under bash with pipefail,
 # and no output is filtered through a command that could hide a failure.
@@ -99,8 +100,8 @@ PYTEST_SLOW  := tests/tf/test_kernel_coverage.py tests/tf/test_wheel.py \
                 tests/tf/test_models.py tests/tf/test_bench_smoke.py
 PYTEST_FILES := $(PYTEST_SLOW) \
                 $(filter-out $(PYTEST_SLOW),$(sort $(wildcard tests/tf/test_*.py))) \
-                tests/conformance
-PYTEST_FILES += tests/jax  # JAX with simdev.jax, in the pytest process (never TF)
+                tests/conformance \
+                tests/jax
 
 test-tf: setup
 	$(VPY) -m pytest $(PYTEST_FILES) $(PYTEST_ARGS)
