@@ -106,8 +106,8 @@ def test_wheel_holds_the_plugin_and_the_package(wheel):
         meta_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
         meta = z.read(meta_name).decode()
     assert "tensorflow-plugins/libsimdev.so" in names, sorted(names)
-    for f in ("simdev/__init__.py", "simdev/dlpack.py",
-              "simdev/bin/simdev_graph_opt"):
+    for f in ("simdev/__init__.py", "simdev/dlpack.py", "simdev/jax.py",
+              "simdev/libsimdev_xla.so", "simdev/bin/simdev_graph_opt"):
         assert f in names, sorted(names)
     assert [n for n in names if re.fullmatch(r"simdev/_dlpack\..*\.so", n)], sorted(names)
     top = {n.split("/")[0] for n in names}
@@ -192,8 +192,15 @@ def test_libraries_need_only_tensorflow_and_runtime_packages(venv):
     assert "libtensorflow_cc.so.2" not in needed, needed
     ext_needed, ext_paths, ext_out = dynamic_section(ext[0])
     assert not ext_paths, ext_out
+    # The JAX custom calls' library: no TensorFlow at all (a JAX process
+    # must not load it), no path of the build machine.
+    xla = os.path.join(site_new, "simdev", "libsimdev_xla.so")
+    xla_needed, xla_paths, xla_out = dynamic_section(xla)
+    assert not xla_paths, xla_out
+    assert not [n for n in xla_needed if "tensorflow" in n], xla_needed
     tf_dir = os.path.realpath(os.path.join(site_new, "tensorflow"))
-    for lib, libneeded in ((plugin, needed), (ext[0], ext_needed)):
+    for lib, libneeded in ((plugin, needed), (ext[0], ext_needed),
+                           (xla, xla_needed)):
         ldd = run(["ldd", lib]).stdout
         resolved = dict(re.findall(r"^\s*(\S+) => (\S+)", ldd, re.M))
         for soname in libneeded:
