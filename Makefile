@@ -92,7 +92,10 @@ test-c: setup
 # most of a TF test's time is a child process importing TensorFlow, single-
 # threaded, so two files at once use both cores; files stay whole so that a
 # module's fixtures and its TF children are not duplicated across workers.
-PYTEST_ARGS ?= -q -n 2 --dist loadfile
+# --no-loadscope-reorder: files in the order given below (xdist otherwise
+# sorts them by test count, which put the one-test test_kernel_coverage.py,
+# four minutes long, last, with the other worker idle meanwhile).
+PYTEST_ARGS ?= -q -n 2 --dist loadfile --no-loadscope-reorder
 # The longest files first, so that neither worker is left with one of them
 # at the end (files named one by one: given a directory, pytest collects in
 # name order).
