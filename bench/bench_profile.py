@@ -95,6 +95,7 @@ def worker_main():
     import numpy as np
     import tensorflow as tf
     sys.path.insert(0, os.path.join(ROOT, "examples"))
+    import bench_train
     import training
 
     cases = sys.argv[sys.argv.index("--worker") + 1].split(",")
@@ -102,20 +103,9 @@ def worker_main():
     calls = {}
     for kind in cases:
         if kind in ("cnn", "mlp"):
+            # The train group's step (bench_train.py), built the same way.
             xs, ys = training.synthetic_data(kind, 1)
-            # Keras' initializers run a few eager int ops with no SIMDEV
-            # kernel: build with soft placement, step without.
-            tf.config.set_soft_device_placement(True)
-            try:
-                _, step = training.make_trainer(kind, dev)
-            finally:
-                tf.config.set_soft_device_placement(False)
-            with tf.device(dev):
-                x, y = tf.constant(xs[0]), tf.constant(ys[0])
-
-            def call(step=step, x=x, y=y):
-                with tf.device(dev):
-                    return step(x, y)
+            call, _ = bench_train.make_step(kind, dev, xs, ys)
         else:
             with tf.device(dev):
                 a = tf.constant(np.eye(4, dtype=np.float32))
