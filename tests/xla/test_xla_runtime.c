@@ -1,0 +1,2 @@
+#include "fakeffi.h"
+int main(void){return 0;}
