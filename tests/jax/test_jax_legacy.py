@@ -131,7 +131,9 @@ def test_side_by_side_with_typed_ffi(legacy, sj):
     assert_product(new, a, b)
     text = jax.jit(lambda x, y: (legacy(x, y), sj.matmul(x, y))).lower(a, b).as_text()
     assert "api_version = 3" in text and 'backend_config = "m=40,k=50,n=30,dtype=f64"' in text
-    assert "api_version = 4" in text  # the typed call
+    # The typed call: API 4 (the default, not printed), attributes as a
+    # dictionary instead of a string.
+    assert "mhlo.backend_config = {transpose_a = false, transpose_b = false}" in text
 
 
 def test_typed_attributes_need_the_typed_ffi(legacy):
