@@ -40,16 +40,16 @@ import simdev.jax as sj  # noqa: E402
 
 GROUP = "xla"
 # (dtype, n, repetitions)
-MATMUL_FULL = ((np.float32, 128, 200), (np.float32, 256, 100),
-               (np.float32, 512, 40), (np.float32, 1024, 15),
-               (np.float64, 512, 30))
+MATMUL_FULL = ((np.float32, 128, 400), (np.float32, 256, 200),
+               (np.float32, 512, 80), (np.float32, 1024, 30),
+               (np.float64, 512, 60))
 MATMUL_QUICK = ((np.float32, 128, 3),)
 # (x NHWC, w HWIO, repetitions)
-CONV_FULL = (((1, 32, 32, 16), (3, 3, 16, 32), 100),
-             ((8, 56, 56, 64), (3, 3, 64, 64), 10),
-             ((8, 28, 28, 128), (3, 3, 128, 128), 10))
+CONV_FULL = (((1, 32, 32, 16), (3, 3, 16, 32), 200),
+             ((8, 56, 56, 64), (3, 3, 64, 64), 20),
+             ((8, 28, 28, 128), (3, 3, 128, 128), 20))
 CONV_QUICK = (((1, 32, 32, 16), (3, 3, 16, 32), 3),)
-EMPTY_REPS, EMPTY_QUICK_REPS = 2000, 3
+EMPTY_REPS, EMPTY_QUICK_REPS = 5000, 3
 
 
 def tag(dt):
