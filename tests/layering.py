@@ -24,6 +24,9 @@ PUBLIC = {
     # scalar.h: the element-wise scalar functions (header-only), which the
     # kernels and the TF-free elementwise evaluator include
     "arith": ("arith/sa.h", "arith/scalar.h"),
+    # the XLA FFI handlers (libsimdev_xla.so); jaxlib's c_api.h is included
+    # with <>, as a system header
+    "xla": "xla/sx.h",
     "se": "se/se.h",
     # ewprog.h: the table of fusable elementwise ops (plain C, no TF), which
     # the graph optimizer's elementwise pass reads

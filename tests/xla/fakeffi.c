@@ -18,14 +18,14 @@
  * helgrind makes everything 100x slower. */
 #define FF_TIMEOUT_S 300
 
-#define FF_PT(call)                                                    \
-  do {                                                                 \
-    int rc_ = (call);                                                  \
-    if (rc_ != 0) {                                                    \
+#define FF_PT(call)                                                        \
+  do {                                                                     \
+    int rc_ = (call);                                                      \
+    if (rc_ != 0) {                                                        \
       fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #call, \
-              rc_);                                                    \
-      abort();                                                         \
-    }                                                                  \
+              rc_);                                                        \
+      abort();                                                             \
+    }                                                                      \
   } while (0)
 
 struct XLA_FFI_Error {
@@ -120,8 +120,8 @@ static XLA_FFI_Error* future_set_error(XLA_FFI_Future_SetError_Args* a) {
   if (a->struct_size < XLA_FFI_Future_SetError_Args_STRUCT_SIZE) abort();
   if (a->error == NULL || a->error->code == XLA_FFI_Error_Code_OK) abort();
   future_complete(a->future, a->error);
-  XLA_FFI_Error_Destroy_Args d = {XLA_FFI_Error_Destroy_Args_STRUCT_SIZE,
-                                  NULL, a->error};
+  XLA_FFI_Error_Destroy_Args d = {XLA_FFI_Error_Destroy_Args_STRUCT_SIZE, NULL,
+                                  a->error};
   error_destroy(&d); /* the runtime owns it now */
   return NULL;
 }
@@ -152,8 +152,8 @@ static XLA_FFI_Buffer* buf(XLA_FFI_Buffer* b, int64_t* dims_store,
                            const int64_t* dims) {
   if (rank > FF_MAX_RANK) abort();
   memcpy(dims_store, dims, (size_t)rank * sizeof(int64_t));
-  *b = (XLA_FFI_Buffer){XLA_FFI_Buffer_STRUCT_SIZE, NULL, dt, data, rank,
-                        dims_store};
+  *b = (XLA_FFI_Buffer){
+      XLA_FFI_Buffer_STRUCT_SIZE, NULL, dt, data, rank, dims_store};
   return b;
 }
 
@@ -171,8 +171,7 @@ XLA_FFI_Buffer* ff_ret(ff_frame* f, XLA_FFI_DataType dt, void* data, int rank,
   return buf(&f->rbufs[i], f->rdims[i], dt, data, rank, dims);
 }
 
-static struct ff_attr* attr(ff_frame* f, const char* name,
-                            XLA_FFI_AttrType t) {
+static struct ff_attr* attr(ff_frame* f, const char* name, XLA_FFI_AttrType t) {
   if (f->nattrs == FF_MAX) abort();
   struct ff_attr* a = &f->at[f->nattrs++];
   memset(a, 0, sizeof(*a));
@@ -268,8 +267,12 @@ static void finish(ff_frame* f) {
                               f->atypes, f->args};
   f->cf.rets = (XLA_FFI_Rets){XLA_FFI_Rets_STRUCT_SIZE, NULL, f->nrets,
                               f->rtypes, f->rets};
-  f->cf.attrs = (XLA_FFI_Attrs){XLA_FFI_Attrs_STRUCT_SIZE, NULL, f->nattrs,
-                                f->attypes, f->atnames, f->atvals};
+  f->cf.attrs = (XLA_FFI_Attrs){XLA_FFI_Attrs_STRUCT_SIZE,
+                                NULL,
+                                f->nattrs,
+                                f->attypes,
+                                f->atnames,
+                                f->atvals};
   f->cf.future = NULL;
 }
 
@@ -323,8 +326,7 @@ int ff_wait_quiet(XLA_FFI_Future* fut, ff_result* r) {
 
 void ff_wait(XLA_FFI_Future* fut, ff_result* r) {
   if (ff_wait_quiet(fut, r) != 0)
-    fail_msg("future not completed in %d s, or completed twice",
-             FF_TIMEOUT_S);
+    fail_msg("future not completed in %d s, or completed twice", FF_TIMEOUT_S);
 }
 
 ff_result ff_call(XLA_FFI_Handler* h, ff_frame* f) {
@@ -356,10 +358,9 @@ bool ff_metadata(XLA_FFI_Handler* h, int* major, int* minor,
   md.api_version.minor_version = -1;
   md.traits = 0xa5a5u; /* sentinels: the handler must leave them alone */
   md.state_type_id.type_id = 77;
-  XLA_FFI_Metadata_Extension ext = {
-      {XLA_FFI_Metadata_Extension_STRUCT_SIZE, XLA_FFI_Extension_Metadata,
-       NULL},
-      &md};
+  XLA_FFI_Metadata_Extension ext = {{XLA_FFI_Metadata_Extension_STRUCT_SIZE,
+                                     XLA_FFI_Extension_Metadata, NULL},
+                                    &md};
   XLA_FFI_CallFrame cf;
   memset(&cf, 0, sizeof(cf));
   cf.struct_size = XLA_FFI_CallFrame_STRUCT_SIZE;
@@ -379,15 +380,16 @@ void ff_assert_error_at(const ff_result* r, XLA_FFI_Error_Code code,
                         int line) {
   if (r->code != code || strncmp(r->msg, prefix, strlen(prefix)) != 0 ||
       strstr(r->msg, want) == NULL) {
-    print_error("expected code %d and a message starting with '%s' that "
-                "contains '%s'; got code %d: '%s'\n",
-                (int)code, prefix, want, (int)r->code, r->msg);
+    print_error(
+        "expected code %d and a message starting with '%s' that "
+        "contains '%s'; got code %d: '%s'\n",
+        (int)code, prefix, want, (int)r->code, r->msg);
     _fail(file, line);
   }
 }
 
-void ff_conv_attrs(ff_frame* f, int64_t sh, int64_t sw, int64_t dh,
-                   int64_t dw, const char* padding, const int64_t* pads) {
+void ff_conv_attrs(ff_frame* f, int64_t sh, int64_t sw, int64_t dh, int64_t dw,
+                   const char* padding, const int64_t* pads) {
   static const int64_t zeros[4] = {0, 0, 0, 0};
   int64_t s[2] = {sh, sw}, d[2] = {dh, dw};
   ff_attr_i64s(f, "strides", 2, s);

@@ -19,11 +19,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* cmocka.h relies on the headers above (stdarg, stddef, setjmp). */
 #include <cmocka.h>
 
 #include "sx.h"
 
-#define FF_MAX 8        /* operands, results, attributes per frame */
+#define FF_MAX 8       /* operands, results, attributes per frame */
 #define FF_MAX_RANK 40 /* > the handlers' limit of 32 */
 
 /* The fake API (errors and futures only). */
@@ -123,8 +124,8 @@ void ff_assert_error_at(const ff_result* r, XLA_FFI_Error_Code code,
                         int line);
 
 /* The four convolution attributes; pads may be NULL (zeros). */
-void ff_conv_attrs(ff_frame* f, int64_t sh, int64_t sw, int64_t dh,
-                   int64_t dw, const char* padding, const int64_t* pads);
+void ff_conv_attrs(ff_frame* f, int64_t sh, int64_t sw, int64_t dh, int64_t dw,
+                   const char* padding, const int64_t* pads);
 
 /* Random values in [-1, 1) from a fixed seed (tests are reproducible). */
 void ff_fill(void* p, XLA_FFI_DataType dt, int64_t n, uint64_t* seed);

@@ -21,7 +21,9 @@
 #define INVAL XLA_FFI_Error_Code_INVALID_ARGUMENT
 #define UNIMPL XLA_FFI_Error_Code_UNIMPLEMENTED
 
-static size_t esize(XLA_FFI_DataType dt) { return dt == F32 ? 4 : 8; }
+static size_t esize(XLA_FFI_DataType dt) {
+  return dt == F32 ? 4 : 8;
+}
 static double get(const void* p, XLA_FFI_DataType dt, int64_t i) {
   return dt == F32 ? ((const float*)p)[i] : ((const double*)p)[i];
 }
@@ -59,7 +61,8 @@ static void handshake(void** state) {
   assert_int_equal(ff_live_errors(), 0);
 }
 
-/* ---- matmul --------------------------------------------------------------- */
+/* ---- matmul ---------------------------------------------------------------
+ */
 
 /* The naive product of batch element bi, and the bound on its rounding
  * error: (k + 2) u sum |a||b| (the GEMM's sum in the type), with the
@@ -128,8 +131,8 @@ static void check_matmul(XLA_FFI_DataType dt, const int64_t* bd, int nb,
     ff_attr_f32(&f, "alpha", alpha);
     ff_attr_str(&f, "activation", act);
   }
-  ff_result r = ff_call(act ? simdev_xla_matmul_bias_act : simdev_xla_matmul,
-                        &f);
+  ff_result r =
+      ff_call(act ? simdev_xla_matmul_bias_act : simdev_xla_matmul, &f);
   if (r.code != XLA_FFI_Error_Code_OK) fail_msg("%s", r.msg);
   for (int64_t bi = 0; bi < batch; bi++)
     for (int64_t i = 0; i < m; i++)
@@ -145,18 +148,19 @@ static void check_matmul(XLA_FFI_DataType dt, const int64_t* bd, int nb,
         }
         double got = get(c, dt, (bi * m + i) * n + j);
         if (!(fabs(got - (double)ref) <= bound))
-          fail_msg("%s %s batch %d m=%d n=%d k=%d ta=%d tb=%d at [%d,%d,%d]: "
-                   "got %.17g, want %.17g (bound %.3g)",
-                   act ? act : "matmul", dt == F32 ? "f32" : "f64", (int)batch,
-                   (int)m, (int)n, (int)k, ta, tb, (int)bi, (int)i, (int)j,
-                   got, (double)ref, bound);
+          fail_msg(
+              "%s %s batch %d m=%d n=%d k=%d ta=%d tb=%d at [%d,%d,%d]: "
+              "got %.17g, want %.17g (bound %.3g)",
+              act ? act : "matmul", dt == F32 ? "f32" : "f64", (int)batch,
+              (int)m, (int)n, (int)k, ta, tb, (int)bi, (int)i, (int)j, got,
+              (double)ref, bound);
       }
   free(a), free(b), free(bias), free(c);
 }
 
 static void matmul_results(void** state) {
-  static const int64_t shapes[][3] = {{1, 1, 1}, {3, 5, 7},  {0, 4, 3},
-                                      {4, 0, 3}, {4, 3, 0},  {17, 33, 65},
+  static const int64_t shapes[][3] = {{1, 1, 1},   {3, 5, 7}, {0, 4, 3},
+                                      {4, 0, 3},   {4, 3, 0}, {17, 33, 65},
                                       {64, 64, 64}};
   static const int64_t bds[][2] = {{0, 0}, {2, 0}, {2, 3}};
   static const int nbs[] = {0, 1, 2};
@@ -175,7 +179,7 @@ static void matmul_results(void** state) {
 }
 
 static void matmul_bias_act_results(void** state) {
-  static const char* acts[] = {"none", "relu",       "relu6",  "elu",
+  static const char* acts[] = {"none",       "relu", "relu6",  "elu",
                                "leaky_relu", "tanh", "sigmoid"};
   static const int64_t bd[] = {2};
   for (int dti = 0; dti < 2; dti++)
@@ -188,7 +192,8 @@ static void matmul_bias_act_results(void** state) {
     }
 }
 
-/* ---- relu, relu_grad, empty ------------------------------------------------ */
+/* ---- relu, relu_grad, empty ------------------------------------------------
+ */
 
 static void check_relu(XLA_FFI_DataType dt, int rank, const int64_t* dims,
                        bool grad) {
@@ -202,8 +207,10 @@ static void check_relu(XLA_FFI_DataType dt, int rank, const int64_t* dims,
   ff_fill(x, dt, n, &seed);
   ff_fill(dy, dt, n, &seed);
   if (n > 2) { /* the edges: x == 0 and x == -0 give 0 */
-    if (dt == F32) ((float*)x)[0] = 0.f, ((float*)x)[1] = -0.f;
-    else ((double*)x)[0] = 0., ((double*)x)[1] = -0.;
+    if (dt == F32)
+      ((float*)x)[0] = 0.f, ((float*)x)[1] = -0.f;
+    else
+      ((double*)x)[0] = 0., ((double*)x)[1] = -0.;
   }
   memset(y, 0x7f, (size_t)n * es);
   ff_frame f;
@@ -217,8 +224,8 @@ static void check_relu(XLA_FFI_DataType dt, int rank, const int64_t* dims,
     double xv = get(x, dt, i);
     double want = grad ? (xv > 0 ? get(dy, dt, i) : 0) : (xv < 0 ? 0 : xv);
     if (get(y, dt, i) != want)
-      fail_msg("%s at %d: got %g want %g", grad ? "relu_grad" : "relu",
-               (int)i, get(y, dt, i), want);
+      fail_msg("%s at %d: got %g want %g", grad ? "relu_grad" : "relu", (int)i,
+               get(y, dt, i), want);
   }
   free(x), free(dy), free(y);
 }
@@ -248,7 +255,8 @@ static void empty_result(void** state) {
   assert_true(out == 0.f);
 }
 
-/* ---- validation ------------------------------------------------------------ */
+/* ---- validation ------------------------------------------------------------
+ */
 
 /* A valid matmul frame a [2,3] x b [3,4] -> c [2,4] (f32); tests break it. */
 static float A[64], B[64], C[64], BIAS[64];
@@ -268,11 +276,11 @@ static void mm_frame(ff_frame* f, bool fused) {
   }
 }
 
-#define EXPECT(h, f, code, want)                                          \
-  do {                                                                    \
-    ff_result r_ = ff_call((h), &(f));                                    \
-    assert_true(r_.returned_error);                                       \
-    ff_assert_error(&r_, (code), prefix, (want));                         \
+#define EXPECT(h, f, code, want)                  \
+  do {                                            \
+    ff_result r_ = ff_call((h), &(f));            \
+    assert_true(r_.returned_error);               \
+    ff_assert_error(&r_, (code), prefix, (want)); \
   } while (0)
 
 static void matmul_errors(void** state) {
@@ -302,8 +310,9 @@ static void matmul_errors(void** state) {
   EXPECT(h, f, INVAL, "result c must have rank 2 (a's), got 3");
   mm_frame(&f, false);
   f.adims[1][0] = 5;
-  EXPECT(h, f, INVAL, "contracting dims differ: operand a has k = 3 (axis 1)"
-                      ", operand b has 5 (axis 0)");
+  EXPECT(h, f, INVAL,
+         "contracting dims differ: operand a has k = 3 (axis 1)"
+         ", operand b has 5 (axis 0)");
   mm_frame(&f, false);
   f.rdims[0][1] = 5;
   EXPECT(h, f, INVAL, "result c must have shape [2,4], got [2,5]");
@@ -328,8 +337,9 @@ static void matmul_errors(void** state) {
     ff_ret(&f, F32, C, 3, dc);
     ff_attr_bool(&f, "transpose_a", false);
     ff_attr_bool(&f, "transpose_b", false);
-    EXPECT(h, f, INVAL, "operand b must have the batch dims [2] of operand a, "
-                        "got [3]");
+    EXPECT(h, f, INVAL,
+           "operand b must have the batch dims [2] of operand a, "
+           "got [3]");
   }
   /* Sizes past OpenBLAS's int (the buffers are never touched). */
   {
@@ -341,8 +351,9 @@ static void matmul_errors(void** state) {
     ff_ret(&f, F32, C, 2, dc);
     ff_attr_bool(&f, "transpose_a", false);
     ff_attr_bool(&f, "transpose_b", false);
-    EXPECT(h, f, UNIMPL, "m = 2147483648, n = 4, k = 0: simdev's GEMM "
-                         "(OpenBLAS) takes sizes up to 2147483647");
+    EXPECT(h, f, UNIMPL,
+           "m = 2147483648, n = 4, k = 0: simdev's GEMM "
+           "(OpenBLAS) takes sizes up to 2147483647");
   }
   /* Attributes. */
   mm_frame(&f, false);
@@ -351,13 +362,15 @@ static void matmul_errors(void** state) {
   mm_frame(&f, false);
   ff_attr_remove(&f, "transpose_b");
   ff_attr_i64(&f, "transpose_b", 1);
-  EXPECT(h, f, INVAL, "attribute 'transpose_b' must be a bool (pred) scalar, "
-                      "got s64 scalar");
+  EXPECT(h, f, INVAL,
+         "attribute 'transpose_b' must be a bool (pred) scalar, "
+         "got s64 scalar");
   mm_frame(&f, false);
   ff_attr_remove(&f, "transpose_b");
   ff_attr_str(&f, "transpose_b", "yes");
-  EXPECT(h, f, INVAL, "attribute 'transpose_b' must be a bool (pred) scalar, "
-                      "got a string");
+  EXPECT(h, f, INVAL,
+         "attribute 'transpose_b' must be a bool (pred) scalar, "
+         "got a string");
   mm_frame(&f, false);
   ff_attr_bool(&f, "transpose", true);
   EXPECT(h, f, INVAL, "unexpected attribute 'transpose'");
@@ -399,8 +412,9 @@ static void matmul_bias_act_errors(void** state) {
   mm_frame(&f, true);
   ff_attr_remove(&f, "activation");
   ff_attr_str(&f, "activation", "gelu");
-  EXPECT(h, f, INVAL, "attribute 'activation' must be one of none, relu, "
-                      "relu6, elu, leaky_relu, tanh, sigmoid, got 'gelu'");
+  EXPECT(h, f, INVAL,
+         "attribute 'activation' must be one of none, relu, "
+         "relu6, elu, leaky_relu, tanh, sigmoid, got 'gelu'");
   mm_frame(&f, true);
   ff_attr_remove(&f, "activation");
   ff_attr_str(&f, "activation", "relu6x"); /* a prefix is not a match */
@@ -412,16 +426,18 @@ static void matmul_bias_act_errors(void** state) {
   ff_attr_remove(&f, "alpha");
   double d = 0.2;
   ff_attr_array(&f, "alpha", F64, 1, &d, sizeof(d));
-  EXPECT(h, f, INVAL, "attribute 'alpha' must be an f32 scalar, got f64 "
-                      "array");
+  EXPECT(h, f, INVAL,
+         "attribute 'alpha' must be an f32 scalar, got f64 "
+         "array");
   mm_frame(&f, true);
   ff_attr_remove(&f, "activation");
   EXPECT(h, f, INVAL, "attribute 'activation' missing");
   mm_frame(&f, true);
   ff_attr_remove(&f, "activation");
   ff_attr_i64(&f, "activation", 1);
-  EXPECT(h, f, INVAL, "attribute 'activation' must be a string, got s64 "
-                      "scalar");
+  EXPECT(h, f, INVAL,
+         "attribute 'activation' must be a string, got s64 "
+         "scalar");
   mm_frame(&f, false); /* two operands */
   ff_attr_str(&f, "activation", "relu");
   ff_attr_f32(&f, "alpha", 0.2f);
@@ -436,7 +452,8 @@ static void eltwise_errors(void** state) {
   ff_init(&f);
   ff_arg(&f, F32, A, 2, d);
   ff_ret(&f, F32, C, 2, d2);
-  EXPECT(simdev_xla_relu, f, INVAL, "result y must have shape [2,3], got [3,2]");
+  EXPECT(simdev_xla_relu, f, INVAL,
+         "result y must have shape [2,3], got [3,2]");
   ff_init(&f);
   ff_arg(&f, F32, A, 2, d);
   ff_ret(&f, F32, C, 3, d3);
@@ -463,7 +480,8 @@ static void eltwise_errors(void** state) {
   ff_arg(&f, F32, A, 2, d);
   ff_arg(&f, F64, B, 2, d);
   ff_ret(&f, F32, C, 2, d);
-  EXPECT(simdev_xla_relu_grad, f, INVAL, "operand x must be f32 like dy, got f64");
+  EXPECT(simdev_xla_relu_grad, f, INVAL,
+         "operand x must be f32 like dy, got f64");
   ff_init(&f);
   ff_arg(&f, F32, A, 2, d);
   ff_ret(&f, F32, C, 2, d);

@@ -1,2 +1,336 @@
+/*
+ * test_xla_runtime.c - the life of a call in libsimdev_xla.so, through the
+ * fake FFI: the future completed by the stream worker ("simdev0-s0"), many
+ * calls in flight (none lost, counts exact), calls from two threads at
+ * once, a worker-side failure (im2col scratch larger than the device
+ * region) setting the future's error while the next call works,
+ * SIMDEV_SYNC=1 returning results and errors directly, bad settings
+ * (init's message and the handlers' error), and shutdown draining queued
+ * work before it returns.
+ *
+ * Settings are read when the device is created, so each test that changes
+ * one shuts the runtime down first and after (the next call re-creates
+ * it). No test depends on timing: completion is observed through the
+ * futures, which the runtime must complete before shutdown returns.
+ *
+ *   build/tests/xla/test_xla_runtime [test-name filter]
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "fakeffi.h"
-int main(void){return 0;}
+
+#define F32 XLA_FFI_DataType_F32
+#define OK XLA_FFI_Error_Code_OK
+
+typedef struct counts {
+  uint64_t enq, ok, failed;
+} counts;
+static counts now(void) {
+  counts c;
+  simdev_xla_counts(&c.enq, &c.ok, &c.failed);
+  return c;
+}
+
+/* relu of n floats: x[i] = i - n/2, so y is known. */
+typedef struct relu_call {
+  ff_frame f;
+  float* x;
+  float* y;
+  int64_t n;
+} relu_call;
+
+static void relu_setup(relu_call* c, int64_t n) {
+  c->n = n;
+  c->x = malloc((size_t)n * sizeof(float) + 4);
+  c->y = malloc((size_t)n * sizeof(float) + 4);
+  for (int64_t i = 0; i < n; i++) c->x[i] = (float)(i - n / 2), c->y[i] = -1;
+  ff_init(&c->f);
+  ff_arg(&c->f, F32, c->x, 1, &n);
+  ff_ret(&c->f, F32, c->y, 1, &n);
+}
+/* Number of wrong elements of y. */
+static int64_t relu_wrong(const relu_call* c) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < c->n; i++)
+    bad += c->y[i] != (c->x[i] < 0 ? 0.f : c->x[i]);
+  return bad;
+}
+static void relu_free(relu_call* c) {
+  free(c->x), free(c->y);
+}
+
+/* A convolution whose im2col scratch is 2.25 MiB: x [1,64,64,16], w 3x3,
+ * SAME (64 output columns x 144 patch values x 4 bytes x 64 rows). */
+typedef struct conv_call {
+  ff_frame f;
+  float x[64 * 64 * 16], w[3 * 3 * 16 * 8], y[64 * 64 * 8];
+} conv_call;
+static void conv_setup(conv_call* c) {
+  static const int64_t dx[] = {1, 64, 64, 16}, dw[] = {3, 3, 16, 8},
+                       dy[] = {1, 64, 64, 8};
+  uint64_t seed = 1;
+  ff_fill(c->x, F32, 64 * 64 * 16, &seed);
+  ff_fill(c->w, F32, 3 * 3 * 16 * 8, &seed);
+  ff_init(&c->f);
+  ff_arg(&c->f, F32, c->x, 4, dx);
+  ff_arg(&c->f, F32, c->w, 4, dw);
+  ff_ret(&c->f, F32, c->y, 4, dy);
+  ff_conv_attrs(&c->f, 1, 1, 1, 1, "SAME", NULL);
+}
+
+static void async_completion(void** state) {
+  assert_int_equal(simdev_xla_init(NULL, 0), 0);
+  assert_int_equal(simdev_xla_init(NULL, 0), 0); /* idempotent */
+  counts before = now();
+  relu_call c;
+  relu_setup(&c, 1000);
+  XLA_FFI_Error_Code err;
+  XLA_FFI_Future* fut = ff_call_async(simdev_xla_relu, &c.f, &err);
+  assert_int_equal(err, OK);
+  assert_non_null(fut); /* asynchronous: a future, no result yet promised */
+  ff_result r = {0};
+  ff_wait(fut, &r);
+  assert_int_equal(r.code, OK);
+  assert_string_equal(r.completer, "simdev0-s0"); /* the stream's worker */
+  assert_int_equal(relu_wrong(&c), 0);
+  counts after = now();
+  assert_int_equal(after.enq - before.enq, 1);
+  assert_int_equal(after.ok - before.ok, 1);
+  assert_int_equal(after.failed - before.failed, 0);
+  relu_free(&c);
+}
+
+/* Calls that complete without the stream and failed validations are not
+ * counted; nothing is queued for them. */
+static void not_queued_not_counted(void** state) {
+  counts before = now();
+  relu_call c;
+  relu_setup(&c, 0);
+  ff_result r = ff_call(simdev_xla_relu, &c.f);
+  assert_int_equal(r.code, OK);
+  assert_false(r.had_future);
+  relu_free(&c);
+  relu_setup(&c, 4);
+  c.f.rdims[0][0] = 5;
+  r = ff_call(simdev_xla_relu, &c.f);
+  assert_true(r.returned_error);
+  relu_free(&c);
+  counts after = now();
+  assert_int_equal(after.enq, before.enq);
+  assert_int_equal(after.ok + after.failed, before.ok + before.failed);
+}
+
+static void many_in_flight(void** state) {
+  int n = 400 / ff_scale() + 4;
+  relu_call* c = calloc((size_t)n, sizeof(*c));
+  XLA_FFI_Future** fut = calloc((size_t)n, sizeof(*fut));
+  counts before = now();
+  for (int i = 0; i < n; i++) { /* all queued before any is waited for */
+    relu_setup(&c[i], 1 + i * 37 % 5000);
+    XLA_FFI_Error_Code err;
+    fut[i] = ff_call_async(simdev_xla_relu, &c[i].f, &err);
+    assert_int_equal(err, OK);
+    assert_non_null(fut[i]);
+  }
+  for (int i = 0; i < n; i++) {
+    ff_result r = {0};
+    ff_wait(fut[i], &r);
+    assert_int_equal(r.code, OK);
+    assert_int_equal(relu_wrong(&c[i]), 0);
+    relu_free(&c[i]);
+  }
+  counts after = now();
+  assert_int_equal(after.enq - before.enq, n);
+  assert_int_equal(after.ok - before.ok, n);
+  assert_int_equal(ff_live_futures(), 0);
+  free(c), free(fut);
+}
+
+/* Two threads calling at once (helgrind checks the runtime's locking). */
+typedef struct caller {
+  pthread_t t;
+  int calls, failures, wrong;
+} caller;
+
+static void* caller_main(void* arg) {
+  caller* me = arg;
+  for (int i = 0; i < me->calls; i++) {
+    relu_call c;
+    relu_setup(&c, 100 + i);
+    XLA_FFI_Error_Code err;
+    XLA_FFI_Future* fut = ff_call_async(simdev_xla_relu, &c.f, &err);
+    ff_result r = {0};
+    if (err != OK || fut == NULL || ff_wait_quiet(fut, &r) != 0 || r.code != OK)
+      me->failures++;
+    else
+      me->wrong += relu_wrong(&c) != 0;
+    relu_free(&c);
+  }
+  return NULL;
+}
+
+static void concurrent_callers(void** state) {
+  caller cs[2] = {{.calls = 60 / ff_scale() + 2},
+                  {.calls = 60 / ff_scale() + 2}};
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(pthread_create(&cs[i].t, NULL, caller_main, &cs[i]), 0);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(pthread_join(cs[i].t, NULL), 0);
+    assert_int_equal(cs[i].failures, 0);
+    assert_int_equal(cs[i].wrong, 0);
+  }
+}
+
+/* shutdown waits for queued work: every future is complete when it
+ * returns, and the next call creates the device again. */
+static void shutdown_drains(void** state) {
+  int n = 50 / ff_scale() + 3;
+  relu_call* c = calloc((size_t)n, sizeof(*c));
+  XLA_FFI_Future** fut = calloc((size_t)n, sizeof(*fut));
+  counts before = now();
+  for (int i = 0; i < n; i++) {
+    relu_setup(&c[i], 20000);
+    XLA_FFI_Error_Code err;
+    fut[i] = ff_call_async(simdev_xla_relu, &c[i].f, &err);
+    assert_non_null(fut[i]);
+  }
+  assert_int_equal(simdev_xla_shutdown(), 0);
+  for (int i = 0; i < n; i++) assert_true(ff_is_complete(fut[i]));
+  counts after = now();
+  assert_int_equal(after.ok - before.ok, n);
+  for (int i = 0; i < n; i++) {
+    ff_result r = {0};
+    ff_wait(fut[i], &r);
+    assert_int_equal(r.code, OK);
+    assert_int_equal(relu_wrong(&c[i]), 0);
+    relu_free(&c[i]);
+  }
+  free(c), free(fut);
+  assert_int_equal(simdev_xla_shutdown(), 0); /* nothing there: fine */
+  relu_call again;
+  relu_setup(&again, 10);
+  assert_int_equal(ff_call(simdev_xla_relu, &again.f).code, OK);
+  assert_int_equal(relu_wrong(&again), 0);
+  relu_free(&again);
+}
+
+static void worker_error(void** state) {
+  simdev_xla_shutdown();
+  setenv("SIMDEV_MEMORY_MB", "1", 1);
+  counts before = now();
+  conv_call* cv = malloc(sizeof(*cv));
+  conv_setup(cv);
+  XLA_FFI_Error_Code err;
+  XLA_FFI_Future* fut = ff_call_async(simdev_xla_conv2d, &cv->f, &err);
+  assert_int_equal(err, OK); /* valid: the failure comes from the worker */
+  assert_non_null(fut);
+  ff_result r = {0};
+  ff_wait(fut, &r);
+  ff_assert_error(&r, XLA_FFI_Error_Code_RESOURCE_EXHAUSTED, "simdev_conv2d: ",
+                  "device memory exhausted: 2359296 bytes of im2col scratch "
+                  "do not fit in simdev device 0 (SIMDEV_MEMORY_MB=1");
+  assert_string_equal(r.completer, "simdev0-s0");
+  counts after = now();
+  assert_int_equal(after.enq - before.enq, 1);
+  assert_int_equal(after.failed - before.failed, 1);
+  /* The stream is not poisoned: the next call works. */
+  relu_call c;
+  relu_setup(&c, 100);
+  assert_int_equal(ff_call(simdev_xla_relu, &c.f).code, OK);
+  assert_int_equal(relu_wrong(&c), 0);
+  relu_free(&c);
+  free(cv);
+  unsetenv("SIMDEV_MEMORY_MB");
+  simdev_xla_shutdown();
+  assert_int_equal(ff_live_errors(), 0);
+}
+
+static void sync_mode(void** state) {
+  simdev_xla_shutdown();
+  setenv("SIMDEV_SYNC", "1", 1);
+  counts before = now();
+  relu_call c;
+  relu_setup(&c, 3000);
+  ff_result r = ff_call(simdev_xla_relu, &c.f);
+  assert_int_equal(r.code, OK);
+  assert_false(r.had_future); /* done before the handler returned */
+  assert_null(c.f.cf.future);
+  assert_int_equal(relu_wrong(&c), 0);
+  relu_free(&c);
+  counts after = now();
+  assert_int_equal(after.enq - before.enq, 1);
+  assert_int_equal(after.ok - before.ok, 1);
+  /* A worker-side error is returned directly. */
+  simdev_xla_shutdown();
+  setenv("SIMDEV_MEMORY_MB", "1", 1);
+  conv_call* cv = malloc(sizeof(*cv));
+  conv_setup(cv);
+  r = ff_call(simdev_xla_conv2d, &cv->f);
+  assert_true(r.returned_error);
+  ff_assert_error(&r, XLA_FFI_Error_Code_RESOURCE_EXHAUSTED,
+                  "simdev_conv2d: ", "im2col scratch");
+  free(cv);
+  unsetenv("SIMDEV_MEMORY_MB");
+  unsetenv("SIMDEV_SYNC");
+  simdev_xla_shutdown();
+}
+
+static void bad_settings(void** state) {
+  char msg[512];
+  simdev_xla_shutdown();
+  setenv("SIMDEV_MEMORY_MB", "lots", 1);
+  assert_int_not_equal(simdev_xla_init(msg, sizeof(msg)), 0);
+  assert_non_null(strstr(msg, "SIMDEV_MEMORY_MB"));
+  relu_call c;
+  relu_setup(&c, 10);
+  ff_result r = ff_call(simdev_xla_relu, &c.f);
+  ff_assert_error(&r, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                  "simdev_relu: ", "SIMDEV_MEMORY_MB");
+  unsetenv("SIMDEV_MEMORY_MB");
+
+  setenv("SIMDEV_DISABLE", "1", 1);
+  assert_int_not_equal(simdev_xla_init(msg, sizeof(msg)), 0);
+  assert_non_null(strstr(msg, "SIMDEV_DISABLE=1"));
+  r = ff_call(simdev_xla_relu, &c.f);
+  ff_assert_error(&r, XLA_FFI_Error_Code_FAILED_PRECONDITION,
+                  "simdev_relu: ", "SIMDEV_DISABLE=1");
+  unsetenv("SIMDEV_DISABLE");
+
+  setenv("SIMDEV_SYNC", "2", 1);
+  assert_int_not_equal(simdev_xla_init(NULL, 0), 0); /* msg may be NULL */
+  unsetenv("SIMDEV_SYNC");
+  /* Fixed: the next call creates the device. */
+  assert_int_equal(simdev_xla_init(msg, sizeof(msg)), 0);
+  assert_string_equal(msg, "");
+  assert_int_equal(ff_call(simdev_xla_relu, &c.f).code, OK);
+  assert_int_equal(relu_wrong(&c), 0);
+  relu_free(&c);
+  assert_int_equal(ff_live_errors(), 0);
+}
+
+static int teardown_all(void** state) {
+  simdev_xla_shutdown();
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc > 1) cmocka_set_test_filter(argv[1]);
+  /* The tests set these themselves. */
+  unsetenv("SIMDEV_SYNC");
+  unsetenv("SIMDEV_MEMORY_MB");
+  unsetenv("SIMDEV_DISABLE");
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(async_completion),
+      cmocka_unit_test(not_queued_not_counted),
+      cmocka_unit_test(many_in_flight),
+      cmocka_unit_test(concurrent_callers),
+      cmocka_unit_test(shutdown_drains),
+      cmocka_unit_test(worker_error),
+      cmocka_unit_test(sync_mode),
+      cmocka_unit_test(bad_settings),
+  };
+  return cmocka_run_group_tests_name("xla_runtime", tests, NULL, teardown_all);
+}
