@@ -217,9 +217,11 @@ def relu(x):
 # ---- conv2d ---------------------------------------------------------------
 
 def _pair(v, name):
+    """A (h, w) pair of positive ints. Checked here because the result
+    shape depends on it; the handler checks the attribute again."""
     t = tuple(int(i) for i in v)
-    if len(t) != 2:
-        raise _shape_error("conv2d", "%s must have 2 elements, got %r"
+    if len(t) != 2 or min(t) < 1:
+        raise _shape_error("conv2d", "%s must be 2 positive ints, got %r"
                            % (name, v))
     return t
 
@@ -387,13 +389,17 @@ def matmul_bias_act(a, b, bias, activation="relu", alpha=0.2, *,
                     transpose_a=False, transpose_b=False):
     """act(op(a) @ op(b) + bias) in one simdev call (TF's _FusedMatMul
     epilogue). bias [*B, n]; activation one of ACTIVATIONS; alpha is
-    leaky_relu's slope (passed always, as float32)."""
+    leaky_relu's slope, rounded to float32 (the handler's attribute is an
+    f32 scalar, also for float64 operands; the gradient uses the same
+    rounded slope). The backward pass is act's derivative (computed from the
+    output; simdev_relu_grad for relu) and two simdev matmuls; the bias's
+    gradient is a jnp sum over the rows."""
     if activation not in ACTIVATIONS:
         raise _shape_error("matmul_bias_act", "activation must be one of %s,"
                            " got %r" % ("|".join(ACTIVATIONS), activation))
     a, b, bias = jnp.asarray(a), jnp.asarray(b), jnp.asarray(bias)
     return _mba(a, b, bias, bool(transpose_a), bool(transpose_b), activation,
-                float(alpha))
+                float(np.float32(alpha)))
 
 
 def empty():

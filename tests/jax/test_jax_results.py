@@ -200,7 +200,8 @@ def test_matmul_bias_act_sweep(sj, dt, act):
         bias = rand(rng, (n,), dt)
         got = sj.matmul_bias_act(a, b, bias, activation=act, alpha=alpha,
                                  transpose_a=ta, transpose_b=tb)
-        ref = jnp_mba(a, b, bias, act, alpha, ta, tb)
+        # the handler's alpha is a float32 attribute, also for float64
+        ref = jnp_mba(a, b, bias, act, float(np.float32(alpha)), ta, tb)
         assert got.dtype == dt and got.shape == (m, n)
         # z's error bound (k products and the bias: k + 1 terms) passes
         # through an activation with slope <= 1; tanh, elu and sigmoid add
