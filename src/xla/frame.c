@@ -219,7 +219,9 @@ XLA_FFI_Error* sx_min_rank(const sx_call* c, const sx_buf* b, int64_t min) {
 
 XLA_FFI_Error* sx_shape(const sx_call* c, const sx_buf* b,
                         const int64_t* dims) {
-  if (memcmp(b->dims, dims, (size_t)b->rank * sizeof(int64_t)) == 0)
+  /* rank 0: XLA may pass dims NULL, which memcmp must not get */
+  if (b->rank == 0 ||
+      memcmp(b->dims, dims, (size_t)b->rank * sizeof(int64_t)) == 0)
     return NULL;
   char want[256], got[256];
   sx_fmt_dims(want, sizeof(want), dims, b->rank);
@@ -244,7 +246,7 @@ XLA_FFI_Error* sx_batch(const sx_call* c, const sx_buf* b, const sx_buf* ref,
 
 static int name_cmp(const XLA_FFI_ByteSpan* a, const char* b) {
   size_t bl = strlen(b), n = a->len < bl ? a->len : bl;
-  int r = memcmp(a->ptr, b, n);
+  int r = n ? memcmp(a->ptr, b, n) : 0;
   if (r != 0) return r;
   return a->len < bl ? -1 : a->len > bl ? 1 : 0;
 }
@@ -332,6 +334,9 @@ static XLA_FFI_Error* attr_scalar(const sx_call* c, const char* name,
     return sx_error(c, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                     "attribute '%s' must be %s, got %s scalar", name, want,
                     sx_dtype_name(s->dtype));
+  if (s->value == NULL)
+    return sx_error(c, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                    "attribute '%s' has no value", name);
   *value = s->value;
   return NULL;
 }
@@ -380,6 +385,9 @@ XLA_FFI_Error* sx_attr_i64s(const sx_call* c, const char* name, size_t n,
     return sx_error(c, XLA_FFI_Error_Code_INVALID_ARGUMENT,
                     "attribute '%s' must have %zu elements, got %zu", name, n,
                     arr->size);
+  if (arr->data == NULL)
+    return sx_error(c, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+                    "attribute '%s' has no data", name);
   memcpy(out, arr->data, n * sizeof(int64_t));
   return NULL;
 }

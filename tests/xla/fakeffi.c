@@ -151,7 +151,7 @@ static XLA_FFI_Buffer* buf(XLA_FFI_Buffer* b, int64_t* dims_store,
                            XLA_FFI_DataType dt, void* data, int rank,
                            const int64_t* dims) {
   if (rank > FF_MAX_RANK) abort();
-  memcpy(dims_store, dims, (size_t)rank * sizeof(int64_t));
+  if (rank > 0) memcpy(dims_store, dims, (size_t)rank * sizeof(int64_t));
   *b = (XLA_FFI_Buffer){
       XLA_FFI_Buffer_STRUCT_SIZE, NULL, dt, data, rank, dims_store};
   return b;
