@@ -100,6 +100,7 @@ PYTEST_SLOW  := tests/tf/test_kernel_coverage.py tests/tf/test_wheel.py \
 PYTEST_FILES := $(PYTEST_SLOW) \
                 $(filter-out $(PYTEST_SLOW),$(sort $(wildcard tests/tf/test_*.py))) \
                 tests/conformance
+PYTEST_FILES += tests/jax  # JAX with simdev.jax, in the pytest process (never TF)
 
 test-tf: setup
 	$(VPY) -m pytest $(PYTEST_FILES) $(PYTEST_ARGS)

@@ -8,11 +8,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax import lax
 
-from conftest import assert_close, rand
+from jaxutil import HI, assert_close, jnp_act, lax_conv, rand
 
-HI = lax.Precision.HIGHEST
 DTYPES = [np.float32, np.float64]
 
 
@@ -114,14 +112,6 @@ CONV_CASES = [
 ]
 
 
-def lax_conv(x, w, strides, padding, dilations, precision=HI):
-    groups = x.shape[-1] // w.shape[-2]
-    return lax.conv_general_dilated(
-        x, w, strides, padding, rhs_dilation=dilations,
-        dimension_numbers=("NHWC", "HWIO", "NHWC"),
-        feature_group_count=groups, precision=precision)
-
-
 def conv_id(case):
     return "x%s-w%s-s%s-%s-d%s" % tuple(
         "x".join(map(str, c)) if isinstance(c, tuple) and all(isinstance(i, int) for i in c)
@@ -158,24 +148,6 @@ def test_conv2d_batch_dim(sj):
 
 
 # ---- matmul_bias_act -------------------------------------------------------
-
-def jnp_act(z, act, alpha):
-    if act == "none":
-        return z
-    if act == "relu":
-        return jax.nn.relu(z)
-    if act == "relu6":
-        return jax.nn.relu6(z)
-    if act == "elu":
-        return jax.nn.elu(z)
-    if act == "leaky_relu":
-        return jax.nn.leaky_relu(z, alpha)
-    if act == "tanh":
-        return jnp.tanh(z)
-    if act == "sigmoid":
-        return jax.nn.sigmoid(z)
-    raise AssertionError(act)
-
 
 def jnp_mba(a, b, bias, act, alpha, ta=False, tb=False):
     z = jnp.matmul(jnp.swapaxes(a, -1, -2) if ta else a,
