@@ -9,8 +9,8 @@ call:
     simdev  simdev.jax: the typed-FFI targets of libsimdev_xla.so (the
             handler validates on XLA's thread, the work runs on the simdev
             stream, XLA waits on the future)
-    xla     the same computation in jnp / lax, compiled by XLA:CPU (Eigen
-            and oneDNN kernels, XLA's own thread pool)
+    xla     the same computation in jnp / lax, compiled by XLA:CPU (its
+            own dot and convolution kernels, on XLA's own threads)
 
 Cases: matmul float32 n = 128..1024 and float64 n = 512 (jnp.dot);
 conv2d forward, NHWC/HWIO, SAME, stride 1, on three shapes
