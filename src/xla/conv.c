@@ -11,9 +11,10 @@
  *   simdev_conv2d_backprop_filter(x, dy) -> dw: the result's shape gives
  *     the filter size; groups 1.
  * Attributes, all required: strides, dilations: s64 arrays [h, w] (>= 1);
- * padding: SAME | VALID | EXPLICIT (TF's and XLA's output-size rule,
- * sa_conv_window); explicit_paddings: s64 array [top, bottom, left, right]
- * (>= 0; all zeros unless EXPLICIT).
+ * padding: SAME | VALID | EXPLICIT (XLA's output size: sa_conv_window,
+ * and 0 where the padded input is smaller than the dilated filter);
+ * explicit_paddings: s64 array [top, bottom, left, right] (>= 0; all zeros
+ * unless EXPLICIT).
  *
  * Handlers run on XLA's thread; cv_run on the stream worker, which takes
  * the im2col scratch from the device region: when it does not fit, the
@@ -145,7 +146,9 @@ static XLA_FFI_Error* cv_attrs_decode(const sx_call* c, cv_attrs* at) {
 
 /* One spatial axis's output size and padding before. Sizes and attribute
  * values past INT32_MAX are refused first, so that sa_conv_window's sums
- * and products cannot overflow. */
+ * and products cannot overflow. A padded input smaller than the dilated
+ * filter gives an empty output, as in XLA (lax.conv_general_dilated):
+ * sa_conv_window follows TF, whose Conv2D refuses a negative size. */
 static XLA_FFI_Error* window(const sx_call* c, const cv_attrs* at, int axis,
                              int64_t in, int64_t k, int64_t* out,
                              int64_t* before) {
@@ -160,12 +163,8 @@ static XLA_FFI_Error* window(const sx_call* c, const cv_attrs* at, int axis,
                     " or padding %" PRId64 "/%" PRId64
                     ": simdev takes values up to %d",
                     dim, in, dim, k, s, d, p[0], p[1], INT32_MAX);
-  if (sa_conv_window(at->pad, in, k, d, s, p, out, before)) return NULL;
-  return sx_error(c, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                  "the output %s would be negative (%" PRId64
-                  "): input %s %" PRId64 ", dilated filter %s %" PRId64
-                  ", padding %s",
-                  dim, *out, dim, in, dim, (k - 1) * d + 1, at->pad_name);
+  if (!sa_conv_window(at->pad, in, k, d, s, p, out, before)) *out = 0;
+  return NULL;
 }
 
 /* sa_conv_blas_ok's products, without overflow (a zero-size dim lets the

@@ -15,11 +15,15 @@
  * (scratch that does not fit) does not fail the calls after it. The done
  * callback turns that code into the future's error.
  *
- * Completing a future may run XLA's continuation (the rest of the program)
- * on the worker thread: XLA's async values run their waiters on the thread
- * that makes them available. That only delays the stream's next job; a
- * handler called there submits without waiting (SIMDEV_SYNC is off then,
- * since sync handlers make no futures).
+ * Completing a future runs XLA's continuation (the rest of the program,
+ * host callbacks included) on the worker thread: XLA's async values run
+ * their waiters on the thread that makes them available (seen with jaxlib
+ * 0.10.2: a jax.pure_callback after a simdev call runs on "simdev0-s0").
+ * The stream's next job waits until that returns. A handler called there
+ * queues its job and returns (there are futures, so SIMDEV_SYNC is off), or
+ * fails with UNAVAILABLE instead of waiting when a shutdown is draining the
+ * stream. What must not happen there: a host callback that blocks on
+ * another simdev call (the worker would wait for itself).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -28,8 +32,11 @@
 
 #include "sx_internal.h"
 
-/* Lock order: g.mu, then (never while holding it) the stream's own locks;
- * counts.mu is a leaf taken by workers. */
+/* Locks: g.mu is never held while waiting for a stream (synchronize,
+ * destroy): the worker may want it, when an XLA continuation running there
+ * calls a handler. Creating the device and stream under it is fine (that
+ * waits for no worker). counts.mu is a leaf, taken by handlers and by the
+ * worker's done. */
 static struct {
   pthread_mutex_t mu; /* guards the fields below */
   pthread_cond_t cv;  /* users dropped to 0, or a shutdown ended */
@@ -39,7 +46,8 @@ static struct {
   /* Handlers between acquire and release: they use dev and stream without
    * the lock, so shutdown waits for them to leave. */
   int users;
-  int stopping; /* a shutdown is destroying dev and stream */
+  int stopping;         /* a shutdown is destroying dev and stream */
+  sim_stream* draining; /* the stream shutdown is draining (alive) */
 } g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
 
 static struct {
@@ -94,12 +102,31 @@ static int init_locked(char* msg, size_t len, bool* disabled) {
   return SIM_OK;
 }
 
+/* Waits (g.mu held) until no shutdown is running. False, without waiting,
+ * when the caller is the worker of the stream being drained: that
+ * shutdown waits for this very thread (an XLA continuation running on it),
+ * so waiting would never end. */
+static bool wait_not_stopping(void) {
+  while (g.stopping) {
+    if (g.draining != NULL && sim_stream_is_current(g.draining)) return false;
+    SIM_CHECK(pthread_cond_wait(&g.cv, &g.mu) == 0);
+  }
+  return true;
+}
+
+static const char draining_msg[] =
+    "called on the stream's worker while simdev_xla_shutdown drains that "
+    "stream; not run";
+
 int simdev_xla_init(char* msg, size_t len) {
   char buf[512];
   bool disabled;
+  int rc = SIM_EINVAL;
   lock(&g.mu);
-  while (g.stopping) SIM_CHECK(pthread_cond_wait(&g.cv, &g.mu) == 0);
-  int rc = init_locked(buf, sizeof(buf), &disabled);
+  if (wait_not_stopping())
+    rc = init_locked(buf, sizeof(buf), &disabled);
+  else
+    snprintf(buf, sizeof(buf), "%s", draining_msg);
   unlock(&g.mu);
   if (msg != NULL && len > 0) snprintf(msg, len, "%s", rc ? buf : "");
   return rc;
@@ -110,7 +137,11 @@ static XLA_FFI_Error_Code acquire(sim_device** dev, sim_stream** s, int* sync,
                                   char* msg, size_t len) {
   bool disabled;
   lock(&g.mu);
-  while (g.stopping) SIM_CHECK(pthread_cond_wait(&g.cv, &g.mu) == 0);
+  if (!wait_not_stopping()) {
+    unlock(&g.mu);
+    snprintf(msg, len, "%s", draining_msg);
+    return XLA_FFI_Error_Code_UNAVAILABLE;
+  }
   int rc = init_locked(msg, len, &disabled);
   if (rc == SIM_OK) {
     g.users++;
@@ -141,9 +172,17 @@ int simdev_xla_shutdown(void) {
   sim_stream* s = g.stream;
   g.dev = NULL;
   g.stream = NULL;
+  g.draining = s;
   unlock(&g.mu);
-  /* Without g.mu: destroying the stream runs the done callbacks of every
-   * queued job, which complete their futures (and take counts.mu only). */
+  /* Without g.mu: the queued jobs run and their done callbacks complete
+   * their futures, running XLA's continuations on the worker; handlers
+   * those call fail at once (wait_not_stopping), so nothing is queued
+   * after this and s stays alive while they look at it. */
+  if (s != NULL) SIM_CHECK(sim_stream_synchronize(s) == SIM_OK);
+  lock(&g.mu);
+  g.draining = NULL;
+  unlock(&g.mu);
+  /* s is idle now: destroying it joins its worker. */
   if (s != NULL) sim_stream_destroy(s);
   if (dev != NULL) sim_device_destroy(dev);
   lock(&g.mu);

@@ -89,13 +89,15 @@ def test_exports_are_the_map_and_the_map_is_the_plan(lib):
         assert syms[name] == "T", f"{name} is {syms[name]!r}, not a text symbol"
 
 
-def test_needs_no_tensorflow_nor_jemalloc(lib):
+def test_needs_no_tensorflow_nor_jemalloc_nor_build_paths(lib):
     out = run(tool("readelf"), "-d", lib)
     needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
     assert needed, out
     bad = [n for n in needed if "tensorflow" in n or "jemalloc" in n
            or "python" in n]
     assert not bad, f"libsimdev_xla.so needs {bad} (all: {needed})"
+    # System libraries only: no RPATH/RUNPATH into the build machine.
+    assert not re.search(r"\((RPATH|RUNPATH)\)", out), out
     # Every dependency resolves (ldd prints "not found" otherwise).
     ldd = run(tool("ldd"), lib)
     assert "not found" not in ldd, ldd

@@ -44,6 +44,15 @@ struct XLA_FFI_Future {
 
 static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
 static int live_errors, live_futures; /* guarded by live_mu */
+static void (*cont_fn)(void*);        /* guarded by live_mu */
+static void* cont_arg;
+
+void ff_set_continuation(void (*fn)(void*), void* arg) {
+  FF_PT(pthread_mutex_lock(&live_mu));
+  cont_fn = fn;
+  cont_arg = arg;
+  FF_PT(pthread_mutex_unlock(&live_mu));
+}
 
 static void live_add(int* counter, int d) {
   FF_PT(pthread_mutex_lock(&live_mu));
@@ -107,6 +116,12 @@ static void future_complete(XLA_FFI_Future* f, XLA_FFI_Error* e) {
   snprintf(f->completer, sizeof(f->completer), "%s", name);
   FF_PT(pthread_cond_broadcast(&f->cv));
   FF_PT(pthread_mutex_unlock(&f->mu));
+  FF_PT(pthread_mutex_lock(&live_mu));
+  void (*fn)(void*) = cont_fn;
+  void* arg = cont_arg;
+  cont_fn = NULL;
+  FF_PT(pthread_mutex_unlock(&live_mu));
+  if (fn != NULL) fn(arg);
 }
 
 static XLA_FFI_Error* future_set_available(

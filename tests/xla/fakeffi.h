@@ -107,6 +107,10 @@ int ff_wait_quiet(XLA_FFI_Future* fut, ff_result* r);
 /* 1 if fut is complete now (no wait). */
 int ff_is_complete(XLA_FFI_Future* fut);
 
+/* fn(arg) runs once, on the thread that completes the next future, right
+ * after completing it: where XLA runs the rest of its program. */
+void ff_set_continuation(void (*fn)(void*), void* arg);
+
 /* SIMDEV_TEST_SCALE (valgrind runs): divides sizes and counts. */
 int ff_scale(void);
 

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fakeffi.h"
 
@@ -311,6 +312,128 @@ static void bad_settings(void** state) {
   assert_int_equal(ff_live_errors(), 0);
 }
 
+/* ---- XLA's continuation on the worker ---------------------------------- */
+
+/* What a continuation saw; read by the main thread after `done`. */
+typedef struct cont_state {
+  pthread_mutex_t mu; /* guards started, done */
+  pthread_cond_t cv;
+  int started, done;
+  bool until_refused; /* keep calling until a call is refused */
+  char thread[32];
+  relu_call calls[64];
+  XLA_FFI_Future* futs[64];
+  int ncalls;
+  XLA_FFI_Error_Code refused; /* the refusal's code (OK: none) */
+  int overflow;
+} cont_state;
+
+static void set_flag(cont_state* st, int* flag) {
+  pthread_mutex_lock(&st->mu);
+  *flag = 1;
+  pthread_cond_broadcast(&st->cv);
+  pthread_mutex_unlock(&st->mu);
+}
+
+static void wait_flag(cont_state* st, int* flag) {
+  pthread_mutex_lock(&st->mu);
+  while (!*flag) pthread_cond_wait(&st->cv, &st->mu);
+  pthread_mutex_unlock(&st->mu);
+}
+
+/* A continuation as XLA runs it: the next simdev call of the program, made
+ * on the thread that completed the previous call's future. */
+static void continuation(void* arg) {
+  cont_state* st = arg;
+  pthread_getname_np(pthread_self(), st->thread, sizeof(st->thread));
+  set_flag(st, &st->started);
+  do {
+    if (st->ncalls == 64) {
+      st->overflow = 1;
+      break;
+    }
+    relu_call* c = &st->calls[st->ncalls];
+    relu_setup(c, 50);
+    XLA_FFI_Error_Code err;
+    XLA_FFI_Future* fut = ff_call_async(simdev_xla_relu, &c->f, &err);
+    if (err != OK) {
+      st->refused = err;
+      relu_free(c);
+      break;
+    }
+    st->futs[st->ncalls++] = fut;
+    if (st->until_refused) usleep(1000);
+  } while (st->until_refused);
+  set_flag(st, &st->done);
+}
+
+static void cont_init(cont_state* st, bool until_refused) {
+  memset(st, 0, sizeof(*st));
+  pthread_mutex_init(&st->mu, NULL);
+  pthread_cond_init(&st->cv, NULL);
+  st->until_refused = until_refused;
+}
+
+static void cont_finish(cont_state* st) {
+  for (int i = 0; i < st->ncalls; i++) {
+    ff_result r = {0};
+    ff_wait(st->futs[i], &r);
+    assert_int_equal(r.code, OK);
+    assert_int_equal(relu_wrong(&st->calls[i]), 0);
+    relu_free(&st->calls[i]);
+  }
+  pthread_cond_destroy(&st->cv);
+  pthread_mutex_destroy(&st->mu);
+}
+
+/* A handler called by the continuation on simdev0-s0 queues its job and
+ * returns (it must not wait for its own stream). */
+static void continuation_on_worker(void** state) {
+  cont_state* st = malloc(sizeof(*st));
+  cont_init(st, false);
+  ff_set_continuation(continuation, st);
+  relu_call c;
+  relu_setup(&c, 100);
+  ff_result r = ff_call(simdev_xla_relu, &c.f);
+  assert_int_equal(r.code, OK);
+  wait_flag(st, &st->done);
+  assert_string_equal(st->thread, "simdev0-s0");
+  assert_int_equal(st->refused, OK);
+  assert_int_equal(st->ncalls, 1);
+  cont_finish(st);
+  relu_free(&c);
+  free(st);
+}
+
+/* A shutdown while a continuation runs on the worker: shutdown drains the
+ * stream, so it waits for that continuation; the continuation's calls made
+ * once the shutdown began are refused at once (UNAVAILABLE) instead of
+ * waiting for the shutdown, which would wait for them: no deadlock. */
+static void shutdown_during_continuation(void** state) {
+  cont_state* st = malloc(sizeof(*st));
+  cont_init(st, true);
+  ff_set_continuation(continuation, st);
+  relu_call c;
+  relu_setup(&c, 100);
+  XLA_FFI_Error_Code err;
+  XLA_FFI_Future* fut = ff_call_async(simdev_xla_relu, &c.f, &err);
+  assert_non_null(fut);
+  wait_flag(st, &st->started); /* the worker is inside the continuation */
+  assert_int_equal(simdev_xla_shutdown(), 0);
+  /* shutdown returned: the continuation ended, refused, and every call it
+   * queued before the refusal ran. */
+  wait_flag(st, &st->done);
+  assert_int_equal(st->overflow, 0);
+  assert_int_equal(st->refused, XLA_FFI_Error_Code_UNAVAILABLE);
+  for (int i = 0; i < st->ncalls; i++) assert_true(ff_is_complete(st->futs[i]));
+  ff_result r = {0};
+  ff_wait(fut, &r);
+  assert_int_equal(r.code, OK);
+  cont_finish(st);
+  relu_free(&c);
+  free(st);
+}
+
 static int teardown_all(void** state) {
   simdev_xla_shutdown();
   return 0;
@@ -331,6 +454,8 @@ int main(int argc, char** argv) {
       cmocka_unit_test(worker_error),
       cmocka_unit_test(sync_mode),
       cmocka_unit_test(bad_settings),
+      cmocka_unit_test(continuation_on_worker),
+      cmocka_unit_test(shutdown_during_continuation),
   };
   return cmocka_run_group_tests_name("xla_runtime", tests, NULL, teardown_all);
 }
