@@ -76,8 +76,6 @@ def _load():
     lib.simdev_xla_init.restype = ctypes.c_int
     lib.simdev_xla_counts.argtypes = [ctypes.POINTER(ctypes.c_uint64)] * 3
     lib.simdev_xla_counts.restype = None
-    lib.simdev_xla_shutdown.argtypes = []
-    lib.simdev_xla_shutdown.restype = ctypes.c_int
     return lib
 
 

@@ -27,6 +27,8 @@ def test_thousand_async_calls(sj):
     assert enq - enq0 == N_CALLS
     assert done - done0 == N_CALLS, "lost completions: %d" % (N_CALLS - (done - done0))
     assert fail == fail0
+    # nothing in flight: every item ever queued in this process completed
+    assert enq == done + fail
     for i, out in enumerate(outs):
         np.testing.assert_array_equal(np.asarray(out), a_all[i] @ b, err_msg="call %d" % i)
 

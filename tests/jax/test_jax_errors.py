@@ -54,7 +54,8 @@ CASES = {
                  r"simdev_matmul: contracting dims differ: operand a has k = 3 .* operand b has 4"),
     "matmul_batch": (lambda sj: sj.matmul(ones(2, 2, 3), ones(3, 3, 2)),
                      "INVALID_ARGUMENT",
-                     r"simdev_matmul: operand b must have the batch dims \[2\] of operand a, got \[3\]"),
+                     r"simdev_matmul: operand b must have the batch dims \[2\] of operand a, "
+                     r"got \[3\]"),
     "bias_len": (lambda sj: sj.matmul_bias_act(ones(2, 3), ones(3, 2), ones(3)),
                  "INVALID_ARGUMENT",
                  r"simdev_matmul_bias_act: operand bias must have shape \[2\], got \[3\]"),
