@@ -21,6 +21,8 @@ where a case (see `case()`) holds raw samples, in SECONDS per operation
                 (bench_profile --baseline)
     "control"   simdev again, in a second process (bench_profile --control:
                 an A/A comparison)
+    "xla"       the same computation in jnp / lax on JAX's XLA:CPU, next
+                to simdev's JAX FFI targets (bench_xla)
 
 Ratio convention: ratio = median(reference seconds) / median(simdev
 seconds), so > 1 means simdev is faster. A case's optional target
@@ -37,7 +39,7 @@ import sys
 import time
 
 SIDES = ("simdev", "passes_off", "tf_cpu", "openblas", "peak", "trace_on",
-         "baseline", "control")
+         "baseline", "control", "xla")
 SIM, CPU = "/device:SIMDEV:0", "/device:CPU:0"
 
 

@@ -20,7 +20,8 @@ NAMES = {"tf_cpu": "TF CPU", "passes_off": "simdev, graph passes off", "openblas
          "peak": "machine peak", SIM: "simdev", "numpy": ".numpy() copy",
          "copy": "copy import", "tf_constant": "tf.constant copy",
          "trace_on": "simdev, tracing on", "baseline": "baseline build",
-         "control": "simdev, second process"}
+         "control": "simdev, second process",
+         "xla": "XLA:CPU (jnp/lax)"}
 
 
 def size_name(n):

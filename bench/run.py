@@ -18,6 +18,8 @@ alternate round by round so machine drift hits all of them alike:
               passes on vs off vs TF CPU; kernels per step
     profile   CNN/MLP steps and 100 tiny MatMuls with SIMDEV_TRACE off vs
               on; the recorder's cost per work item (bench_trace, C)
+    xla       JAX, no TensorFlow: simdev's FFI matmul/conv2d vs jnp.dot /
+              lax.conv on XLA:CPU; one empty FFI call vs an empty jit
 
 Writes DIR/benchmarks.md (the table: ratios first, medians and [min, max]
 beside them, the machine's CPU and cores), DIR/benchmarks.json (every
@@ -52,9 +54,10 @@ PY_GROUPS = {
     "models": "bench_models.py",
     "graph": "bench_graph.py",
     "profile": "bench_profile.py",
+    "xla": "bench_xla.py",
 }
 ORDER = ["stream", "matmul", "conv", "overhead", "train", "dlpack", "models",
-         "graph", "profile"]
+         "graph", "profile", "xla"]
 
 
 def plugin_path():

@@ -12,7 +12,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GROUPS = ["stream", "matmul", "conv", "overhead", "train", "dlpack", "models",
-          "graph", "profile"]
+          "graph", "profile", "xla"]
 
 
 @pytest.fixture(scope="module")
