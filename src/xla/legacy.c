@@ -59,11 +59,6 @@
 
 #define LEGACY_TARGET "simdev_legacy_matmul"
 
-/* status is XLA's XlaCustomCallStatus*; unused (see the top). */
-SX_EXPORT void simdev_xla_legacy_matmul(void* out, const void** in,
-                                        const char* opaque, size_t opaque_len,
-                                        void* status);
-
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 
 /* Reads "<key>=<decimal>" at *p (< end), then the separator sep (0: none).

@@ -68,6 +68,18 @@ SX_EXPORT XLA_FFI_Error* simdev_xla_relu(XLA_FFI_CallFrame* frame);
 SX_EXPORT XLA_FFI_Error* simdev_xla_relu_grad(XLA_FFI_CallFrame* frame);
 SX_EXPORT XLA_FFI_Error* simdev_xla_empty(XLA_FFI_CallFrame* frame);
 
+/* The legacy custom-call convention, for comparison (legacy.c, JAX target
+ * simdev_legacy_matmul, registered with api_version=0 and called with
+ * custom_call_api_version=3, STATUS_RETURNING_UNIFIED): out and in are the
+ * buffers, opaque "m=<m>,k=<k>,n=<n>,dtype=f32|f64" (not NUL-terminated),
+ * status XLA's XlaCustomCallStatus*, unused (no jaxlib library exports the
+ * function that would set it: docs/xla-custom-calls.md). Synchronous, on
+ * XLA's thread; a bad opaque writes one line on stderr and leaves out
+ * unwritten. */
+SX_EXPORT void simdev_xla_legacy_matmul(void* out, const void** in,
+                                        const char* opaque, size_t opaque_len,
+                                        void* status);
+
 /* Reads the SIMDEV_* settings (sim_config_from_env: SIMDEV_MEMORY_MB for
  * the device region, SIMDEV_SYNC; SIMDEV_DISABLE=1 refuses) and creates
  * device 0 and its stream. Idempotent: 0 when they exist already. On

@@ -17,6 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxutil import no_tensorflow, sj  # noqa: F401 (fixtures)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 

@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+from jaxutil import no_tensorflow, sj  # noqa: F401 (fixtures)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "jax_custom_call.py")
 

@@ -32,6 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from jaxutil import no_tensorflow, sj  # noqa: F401 (fixtures)
+
 jax.config.update("jax_enable_x64", True)
 
 TARGET = "simdev_legacy_matmul"

@@ -17,11 +17,6 @@
 
 #include "fakeffi.h"
 
-/* The legacy entry point is exported (exports.map) but not in sx.h, whose
- * handlers are all typed-FFI ones; its signature is the convention's. */
-void simdev_xla_legacy_matmul(void* out, const void** in, const char* opaque,
-                              size_t opaque_len, void* status);
-
 /* Calls the target with opaque (its length without a NUL) and returns what
  * it wrote on stderr (static buffer). */
 static const char* call(void* out, const void** in, const char* opaque,
