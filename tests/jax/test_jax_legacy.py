@@ -17,7 +17,7 @@ jaxlib release that changes it is noticed:
 - typed attributes need the typed FFI, and the two kinds of target live in
   separate registries.
 
-JAX runs in this process (no TensorFlow: tests/jax/conftest.py checks it);
+JAX runs in this process (no TensorFlow: jaxutil.no_tensorflow checks it);
 the logging and stderr cases run in a child process.
 """
 import ctypes
