@@ -26,7 +26,7 @@
  * input row of dx is summed by one task, in a fixed kh, kw order), so results
  * are bit-identical run to run whatever the thread count.
  *
- * Thread contract: sa_conv_window, sa_conv_blas_ok and sa_conv_plan are
+ * Thread contract: sa_conv_window, sa_conv_sizes_ok and sa_conv_plan are
  * plain functions (any thread: the callers use them on TF's or XLA's
  * thread); the rest runs on a stream worker (sa.h) and reads only its
  * sa_conv.
@@ -131,9 +131,18 @@ static bool is_direct(const sa_conv_geom* g) {
   return one || whole;
 }
 
-bool sa_conv_blas_ok(const sa_conv_geom* g) {
-  int64_t k = g->kh * g->kw * g->kc, p = g->n * g->oh * g->ow;
-  return k <= SA_BLAS_MAX && p <= SA_BLAS_MAX && g->o <= SA_BLAS_MAX;
+bool sa_conv_sizes_ok(const sa_conv_geom* g) {
+  /* Every product without overflow: callers may pass sizes no buffer has
+   * (the im2col row exists only as scratch), and a zero-size dim elsewhere
+   * lets the others be anything. */
+  int64_t k, p, row;
+  return !__builtin_mul_overflow(g->kh, g->kw, &k) &&
+         !__builtin_mul_overflow(k, g->kc, &k) &&
+         !__builtin_mul_overflow(g->n, g->oh, &p) &&
+         !__builtin_mul_overflow(p, g->ow, &p) && k <= SA_BLAS_MAX &&
+         p <= SA_BLAS_MAX && g->o <= SA_BLAS_MAX &&
+         !__builtin_mul_overflow(g->ow, k, &row) &&
+         !__builtin_mul_overflow(row, (int64_t)sizeof(double), &row);
 }
 
 size_t sa_conv_plan(sa_conv* a, const sa_conv_geom* g, sa_dtype dt) {

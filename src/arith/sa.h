@@ -113,9 +113,11 @@ typedef struct sa_conv_geom {
   int64_t groups; /* c / kc; 0 for an input of depth 0 (output: zeros) */
 } sa_conv_geom;
 
-/* False when the GEMMs of g would exceed SA_BLAS_MAX (the caller reports
- * it: InvalidArgument, the op's name in the message). */
-bool sa_conv_blas_ok(const sa_conv_geom* g);
+/* False when the GEMMs of g would exceed SA_BLAS_MAX or one row of its
+ * im2col scratch would not fit in an int64 count of bytes (the caller
+ * reports it, naming the op). Call it before sa_conv_plan, whose scratch
+ * size arithmetic relies on it. */
+bool sa_conv_sizes_ok(const sa_conv_geom* g);
 
 /* One convolution's plan and buffers, for sa_conv_fwd / _bp_input /
  * _bp_filter. Fill it with sa_conv_plan, then set the buffers. */
@@ -137,9 +139,9 @@ typedef struct sa_conv {
 } sa_conv;
 
 /* Fills a's type, geometry, direct, zero_only and chunk_rows for g (buffers
- * and ep NULL) and returns the bytes of im2col scratch a->col must point
- * to (0: none needed). Chunks hold whole output rows (n, oh) and at most
- * SA_CONV_SCRATCH_BYTES unless one row alone is larger. */
+ * and ep NULL; g must pass sa_conv_sizes_ok) and returns the bytes of im2col
+ * scratch a->col must point to (0: none needed). Chunks hold whole output rows
+ * (n, oh) and at most SA_CONV_SCRATCH_BYTES unless one row alone is larger. */
 size_t sa_conv_plan(sa_conv* a, const sa_conv_geom* g, sa_dtype dt);
 #define SA_CONV_SCRATCH_BYTES ((size_t)4 << 20)
 

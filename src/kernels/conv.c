@@ -77,7 +77,7 @@ bool skc_spatial(sk_launch* l, const skc_attrs* at, sa_conv_geom* g) {
 /* The run function's arguments in launch memory and the im2col scratch as
  * a temporary of the launch. */
 sa_conv* skc_prepare(sk_launch* l, const sa_conv_geom* g, TF_DataType dt) {
-  if (!sa_conv_blas_ok(g)) {
+  if (!sa_conv_sizes_ok(g)) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "simdev: convolution too large for the BLAS interface's int range");
     return NULL;

@@ -167,16 +167,6 @@ static XLA_FFI_Error* window(const sx_call* c, const cv_attrs* at, int axis,
   return NULL;
 }
 
-/* sa_conv_blas_ok's products, without overflow (a zero-size dim lets the
- * others be anything). */
-static bool gemm_sizes_fit(const sa_conv_geom* g) {
-  int64_t p, k;
-  return !__builtin_mul_overflow(g->n, g->oh, &p) &&
-         !__builtin_mul_overflow(p, g->ow, &p) &&
-         !__builtin_mul_overflow(g->kh, g->kw, &k) &&
-         !__builtin_mul_overflow(k, g->kc, &k) && sa_conv_blas_ok(g);
-}
-
 static XLA_FFI_Error* conv(XLA_FFI_CallFrame* frame, cv_kind kind) {
   if (sx_metadata(frame)) return NULL;
   sx_call c;
@@ -263,10 +253,12 @@ static XLA_FFI_Error* conv(XLA_FFI_CallFrame* frame, cv_kind kind) {
   want[nb + 2] = g.ow;
   want[nb + 3] = g.o;
   if ((e = sx_shape(&c, &out, want))) return e;
-  if (!gemm_sizes_fit(&g))
+  if (!sa_conv_sizes_ok(&g))
     return sx_error(&c, XLA_FFI_Error_Code_UNIMPLEMENTED,
-                    "the convolution's GEMMs would exceed %" PRId64
-                    " rows or columns, the largest size OpenBLAS takes",
+                    "the convolution is too large for simdev: its GEMMs "
+                    "would exceed %" PRId64
+                    " rows or columns (the largest "
+                    "size OpenBLAS takes) or an im2col row 2^63 bytes",
                     (int64_t)SA_BLAS_MAX);
 
   cv_job plan = {.kind = kind};

@@ -10,6 +10,8 @@
  *
  * The scalar functions are arith/scalar.h's (TF's Relu and ReluGrad
  * kernels run them), spread over device_sim's pool on the worker.
+ *
+ * Handlers run on XLA's thread; the run functions on the stream worker.
  */
 #include <stdio.h>
 #include <string.h>

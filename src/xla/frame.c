@@ -36,10 +36,15 @@ bool sx_metadata(XLA_FFI_CallFrame* frame) {
 XLA_FFI_Error* sx_begin(sx_call* c, XLA_FFI_CallFrame* frame,
                         const char* target, int64_t nargs, int64_t nrets) {
   *c = (sx_call){frame, frame->api, target};
+  /* A frame smaller than the header's says XLA is not the one this library
+   * was built for. Only a partial check: the header's STRUCT_SIZE ends at
+   * `attrs`, so it cannot tell whether `future` (which sx_launch writes)
+   * exists; the version handshake at registration is what guarantees it
+   * (XLA refuses a handler whose API version it does not speak). */
   if (frame->struct_size < XLA_FFI_CallFrame_STRUCT_SIZE)
     return sx_error(c, XLA_FFI_Error_Code_INVALID_ARGUMENT,
-                    "call frame of %zu bytes, expected at least %zu (XLA FFI "
-                    "API older than 0.3?)",
+                    "call frame of %zu bytes, expected at least %zu (not the "
+                    "XLA FFI this library was built for)",
                     frame->struct_size, (size_t)XLA_FFI_CallFrame_STRUCT_SIZE);
   /* Registered for the execute stage only; XLA calls no other. */
   if (frame->stage != XLA_FFI_ExecutionStage_EXECUTE)

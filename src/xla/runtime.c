@@ -151,8 +151,9 @@ static XLA_FFI_Error_Code acquire(sim_device** dev, sim_stream** s, int* sync,
   }
   unlock(&g.mu);
   if (rc == SIM_OK) return XLA_FFI_Error_Code_OK;
-  if (disabled) return XLA_FFI_Error_Code_FAILED_PRECONDITION;
-  if (rc == SIM_EINVAL) return XLA_FFI_Error_Code_INVALID_ARGUMENT;
+  /* The call's arguments are fine; the process's settings are not. */
+  if (disabled || rc == SIM_EINVAL)
+    return XLA_FFI_Error_Code_FAILED_PRECONDITION;
   if (rc == SIM_ENOMEM) return XLA_FFI_Error_Code_RESOURCE_EXHAUSTED;
   return XLA_FFI_Error_Code_INTERNAL;
 }
@@ -165,14 +166,26 @@ static void release(void) {
 
 int simdev_xla_shutdown(void) {
   lock(&g.mu);
+  /* On the worker (an XLA continuation or host callback running there),
+   * draining the stream would wait for this very thread. */
+  if ((g.stream != NULL && sim_stream_is_current(g.stream)) ||
+      (g.draining != NULL && sim_stream_is_current(g.draining))) {
+    unlock(&g.mu);
+    return SIM_EINVAL;
+  }
   while (g.stopping) SIM_CHECK(pthread_cond_wait(&g.cv, &g.mu) == 0);
   g.stopping = 1;
+  /* draining is set now, before waiting for the users: a handler called
+   * meanwhile on the worker (by a continuation of a job the users queued)
+   * must be refused at once, not wait for a shutdown that will wait for
+   * the worker. Broadcast: such a handler may be waiting already. */
+  g.draining = g.stream;
+  SIM_CHECK(pthread_cond_broadcast(&g.cv) == 0);
   while (g.users > 0) SIM_CHECK(pthread_cond_wait(&g.cv, &g.mu) == 0);
   sim_device* dev = g.dev;
   sim_stream* s = g.stream;
   g.dev = NULL;
   g.stream = NULL;
-  g.draining = s;
   unlock(&g.mu);
   /* Without g.mu: the queued jobs run and their done callbacks complete
    * their futures, running XLA's continuations on the worker; handlers
@@ -189,7 +202,7 @@ int simdev_xla_shutdown(void) {
   g.stopping = 0;
   SIM_CHECK(pthread_cond_broadcast(&g.cv) == 0);
   unlock(&g.mu);
-  return 0;
+  return SIM_OK;
 }
 
 void simdev_xla_counts(uint64_t* enqueued, uint64_t* completed,

@@ -20,9 +20,14 @@
  *      input, UNIMPLEMENTED for what simdev lacks (grouped backprops, sizes
  *      past OpenBLAS's int), with a message that starts with the target
  *      name ("simdev_matmul: operand a must be float32 or float64, got
- *      s32"). Nothing on this path aborts.
- *   3. Zero-size results complete at once (a result with elements but an
- *      empty contraction is written as zeros on XLA's thread).
+ *      s32"). Nothing on this path aborts. Before validation the device is
+ *      made (simdev_xla_init): a bad SIMDEV_* setting or SIMDEV_DISABLE=1
+ *      is FAILED_PRECONDITION, no memory for the device RESOURCE_EXHAUSTED,
+ *      a call on the worker during a shutdown UNAVAILABLE.
+ *   3. Zero-size results complete at once. A result with elements but an
+ *      empty contraction is written as zeros on XLA's thread (matmul and
+ *      the convolutions); matmul_bias_act's act(bias) goes through the
+ *      stream like any job.
  *   4. Otherwise one work item goes onto the stream of simdev device 0
  *      (created lazily, see simdev_xla_init). The handler creates an
  *      XLA_FFI_Future, stores it in call_frame->future and returns NULL;
@@ -37,9 +42,12 @@
  * the comment above each handler in matmul.c, conv.c, eltwise.c).
  *
  * Thread contract: every function here may be called from any thread, also
- * concurrently. Work items of all callers share one stream and run in the
- * order they were submitted. Never call a handler from a simdev stream
- * worker with SIMDEV_SYNC=1 (it would wait for its own stream).
+ * concurrently, with two exceptions on the stream's worker (where XLA runs
+ * the continuations of completed futures, host callbacks included):
+ * simdev_xla_shutdown refuses to run there, and a handler there must not
+ * wait for the stream (SIMDEV_SYNC=1 makes no futures, so no continuation
+ * runs there then). Work items of all callers share one stream and run in
+ * the order they were submitted.
  */
 #ifndef SIMDEV_XLA_SX_H_
 #define SIMDEV_XLA_SX_H_
@@ -99,10 +107,14 @@ SX_EXPORT void simdev_xla_counts(uint64_t* enqueued, uint64_t* completed,
                                  uint64_t* failed);
 
 /* Waits for every queued item (their futures are completed), then destroys
- * the stream and the device. Handlers that arrive meanwhile wait for it to
- * finish, and the next call creates a new device and stream, reading the
- * settings again. Returns 0. For tests and clean teardown; a process that
- * just exits need not call it. */
+ * the stream and the device. Handlers that arrive meanwhile on other
+ * threads wait for it to finish; one called on the stream's worker (by an
+ * XLA continuation of a job being drained) fails at once with UNAVAILABLE.
+ * The next call creates a new device and stream, reading the settings
+ * again. Returns 0 (SIM_OK), or SIM_EINVAL doing nothing when called on
+ * the stream's worker (from a host callback or a continuation: draining
+ * the stream would wait for that very thread). For tests and clean
+ * teardown; a process that just exits need not call it. */
 SX_EXPORT int simdev_xla_shutdown(void);
 
 #ifdef __cplusplus

@@ -46,6 +46,15 @@ static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
 static int live_errors, live_futures; /* guarded by live_mu */
 static void (*cont_fn)(void*);        /* guarded by live_mu */
 static void* cont_arg;
+static void (*create_fn)(void*); /* guarded by live_mu */
+static void* create_arg;
+
+void ff_set_create_hook(void (*fn)(void*), void* arg) {
+  FF_PT(pthread_mutex_lock(&live_mu));
+  create_fn = fn;
+  create_arg = arg;
+  FF_PT(pthread_mutex_unlock(&live_mu));
+}
 
 void ff_set_continuation(void (*fn)(void*), void* arg) {
   FF_PT(pthread_mutex_lock(&live_mu));
@@ -97,6 +106,12 @@ static void error_destroy(XLA_FFI_Error_Destroy_Args* a) {
 
 static XLA_FFI_Error* future_create(XLA_FFI_Future_Create_Args* a) {
   if (a->struct_size < XLA_FFI_Future_Create_Args_STRUCT_SIZE) abort();
+  FF_PT(pthread_mutex_lock(&live_mu));
+  void (*hook)(void*) = create_fn;
+  void* hook_arg = create_arg;
+  create_fn = NULL;
+  FF_PT(pthread_mutex_unlock(&live_mu));
+  if (hook != NULL) hook(hook_arg);
   XLA_FFI_Future* f = calloc(1, sizeof(*f));
   if (f == NULL) abort();
   FF_PT(pthread_mutex_init(&f->mu, NULL));

@@ -111,6 +111,11 @@ int ff_is_complete(XLA_FFI_Future* fut);
  * after completing it: where XLA runs the rest of its program. */
 void ff_set_continuation(void (*fn)(void*), void* arg);
 
+/* fn(arg) runs once, inside the next XLA_FFI_Future_Create, on the
+ * handler's thread: a handler stopped there is between taking the device
+ * and queuing its job (it counts as a user of the runtime). */
+void ff_set_create_hook(void (*fn)(void*), void* arg);
+
 /* SIMDEV_TEST_SCALE (valgrind runs): divides sizes and counts. */
 int ff_scale(void);
 

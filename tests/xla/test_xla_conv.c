@@ -355,6 +355,19 @@ static void conv_errors(void** state) {
   frame(&f, FWD);
   replace_i64s(&f, "strides", 2, (const int64_t[]){(int64_t)1 << 40, 1});
   EXPECT(h, f, UNIMPL, "simdev takes values up to 2147483647");
+  /* Sizes each within OpenBLAS's int whose im2col row (ow * k * 8 bytes)
+   * overflows 64 bits: refused before any scratch size is computed (the
+   * plan's arithmetic once wrapped to 64 bytes here). No data is read. */
+  {
+    const int64_t c = ((int64_t)1 << 31) - ((int64_t)1 << 17) + 4;
+    const int64_t pl = (int64_t)1 << 30, pr = ((int64_t)1 << 16) + 1;
+    ff_init(&f);
+    ff_arg(&f, F64, X, 4, (const int64_t[]){1, 1, 1, c});
+    ff_arg(&f, F64, W, 4, (const int64_t[]){1, 1, c, 1});
+    ff_ret(&f, F64, Y, 4, (const int64_t[]){1, 1, 1 + pl + pr, 1});
+    ff_conv_attrs(&f, 1, 1, 1, 1, "EXPLICIT", (const int64_t[]){0, 0, pl, pr});
+    EXPECT(h, f, UNIMPL, "the convolution is too large for simdev");
+  }
   frame(&f, FWD);
   ff_attr_str(&f, "data_format", "NHWC");
   EXPECT(h, f, INVAL, "unexpected attribute 'data_format'");

@@ -288,7 +288,7 @@ static void bad_settings(void** state) {
   relu_call c;
   relu_setup(&c, 10);
   ff_result r = ff_call(simdev_xla_relu, &c.f);
-  ff_assert_error(&r, XLA_FFI_Error_Code_INVALID_ARGUMENT,
+  ff_assert_error(&r, XLA_FFI_Error_Code_FAILED_PRECONDITION,
                   "simdev_relu: ", "SIMDEV_MEMORY_MB");
   unsetenv("SIMDEV_MEMORY_MB");
 
@@ -321,11 +321,11 @@ typedef struct cont_state {
   int started, done;
   bool until_refused; /* keep calling until a call is refused */
   char thread[32];
-  relu_call calls[64];
-  XLA_FFI_Future* futs[64];
-  int ncalls;
+  relu_call* calls; /* ncalls of them, grown as needed */
+  XLA_FFI_Future** futs;
+  int ncalls, cap;
   XLA_FFI_Error_Code refused; /* the refusal's code (OK: none) */
-  int overflow;
+  int inside, release;        /* shutdown_waits_for_a_caller's caller */
 } cont_state;
 
 static void set_flag(cont_state* st, int* flag) {
@@ -348,9 +348,12 @@ static void continuation(void* arg) {
   pthread_getname_np(pthread_self(), st->thread, sizeof(st->thread));
   set_flag(st, &st->started);
   do {
-    if (st->ncalls == 64) {
-      st->overflow = 1;
-      break;
+    if (st->ncalls == st->cap) { /* no fixed cap: the loop's length is
+                                    the other thread's timing */
+      st->cap = st->cap ? 2 * st->cap : 16;
+      st->calls = realloc(st->calls, (size_t)st->cap * sizeof(*st->calls));
+      st->futs = realloc(st->futs, (size_t)st->cap * sizeof(*st->futs));
+      if (st->calls == NULL || st->futs == NULL) abort();
     }
     relu_call* c = &st->calls[st->ncalls];
     relu_setup(c, 50);
@@ -382,6 +385,8 @@ static void cont_finish(cont_state* st) {
     assert_int_equal(relu_wrong(&st->calls[i]), 0);
     relu_free(&st->calls[i]);
   }
+  free(st->calls);
+  free(st->futs);
   pthread_cond_destroy(&st->cv);
   pthread_mutex_destroy(&st->mu);
 }
@@ -423,12 +428,107 @@ static void shutdown_during_continuation(void** state) {
   /* shutdown returned: the continuation ended, refused, and every call it
    * queued before the refusal ran. */
   wait_flag(st, &st->done);
-  assert_int_equal(st->overflow, 0);
   assert_int_equal(st->refused, XLA_FFI_Error_Code_UNAVAILABLE);
   for (int i = 0; i < st->ncalls; i++) assert_true(ff_is_complete(st->futs[i]));
   ff_result r = {0};
   ff_wait(fut, &r);
   assert_int_equal(r.code, OK);
+  cont_finish(st);
+  relu_free(&c);
+  free(st);
+}
+
+/* The caller stopped inside XLA_FFI_Future_Create: it holds the runtime
+ * until the test releases it. */
+static void hold_caller(void* arg) {
+  cont_state* st = arg;
+  set_flag(st, &st->inside);
+  wait_flag(st, &st->release);
+}
+
+typedef struct caller_call {
+  relu_call c;
+  XLA_FFI_Future* fut;
+  XLA_FFI_Error_Code err;
+} caller_call;
+
+static void* held_caller_main(void* arg) {
+  caller_call* cc = arg;
+  cc->fut = ff_call_async(simdev_xla_relu, &cc->c.f, &cc->err);
+  return NULL;
+}
+
+static void* shutdown_main(void* arg) {
+  *(int*)arg = simdev_xla_shutdown();
+  return NULL;
+}
+
+/* A shutdown that must wait for a handler on another thread (between
+ * taking the device and queuing its job) while a continuation on the
+ * worker calls handlers: those calls are refused at once (UNAVAILABLE),
+ * not left waiting for the shutdown, which waits for the worker. The
+ * order is forced by flags, never by timing: the held caller is released
+ * only after the continuation was refused. (Before the fix, the
+ * continuation's call waited forever: ctest's timeout caught it.) */
+static void shutdown_waits_for_a_caller(void** state) {
+  cont_state* st = malloc(sizeof(*st));
+  cont_init(st, true);
+  caller_call held;
+  relu_setup(&held.c, 20);
+  ff_set_create_hook(hold_caller, st);
+  pthread_t ta, tb;
+  assert_int_equal(pthread_create(&ta, NULL, held_caller_main, &held), 0);
+  wait_flag(st, &st->inside);
+  /* A job whose completion starts the continuation on the worker. */
+  ff_set_continuation(continuation, st);
+  relu_call c;
+  relu_setup(&c, 100);
+  XLA_FFI_Error_Code err;
+  XLA_FFI_Future* fut = ff_call_async(simdev_xla_relu, &c.f, &err);
+  assert_non_null(fut);
+  wait_flag(st, &st->started);
+  int shut_rc = -1;
+  assert_int_equal(pthread_create(&tb, NULL, shutdown_main, &shut_rc), 0);
+  wait_flag(st, &st->done); /* refused: the shutdown has begun */
+  assert_int_equal(st->refused, XLA_FFI_Error_Code_UNAVAILABLE);
+  set_flag(st, &st->release);
+  assert_int_equal(pthread_join(ta, NULL), 0);
+  assert_int_equal(pthread_join(tb, NULL), 0);
+  assert_int_equal(shut_rc, 0);
+  assert_int_equal(held.err, OK); /* it got in before the shutdown */
+  ff_result r = {0};
+  ff_wait(held.fut, &r);
+  assert_int_equal(r.code, OK);
+  assert_int_equal(relu_wrong(&held.c), 0);
+  ff_wait(fut, &r);
+  assert_int_equal(r.code, OK);
+  cont_finish(st);
+  relu_free(&held.c);
+  relu_free(&c);
+  free(st);
+}
+
+/* simdev_xla_shutdown on the worker (a continuation) refuses: draining its
+ * own stream would wait for itself. */
+static void shutdown_refused_on_worker_cont(void* arg) {
+  cont_state* st = arg;
+  st->refused =
+      simdev_xla_shutdown() == 0 ? OK : XLA_FFI_Error_Code_UNAVAILABLE;
+  set_flag(st, &st->done);
+}
+
+static void shutdown_on_worker_refused(void** state) {
+  cont_state* st = malloc(sizeof(*st));
+  cont_init(st, false);
+  ff_set_continuation(shutdown_refused_on_worker_cont, st);
+  relu_call c;
+  relu_setup(&c, 10);
+  assert_int_equal(ff_call(simdev_xla_relu, &c.f).code, OK);
+  wait_flag(st, &st->done);
+  assert_int_equal(st->refused, XLA_FFI_Error_Code_UNAVAILABLE);
+  /* The runtime still works. */
+  assert_int_equal(ff_call(simdev_xla_relu, &c.f).code, OK);
+  assert_int_equal(relu_wrong(&c), 0);
   cont_finish(st);
   relu_free(&c);
   free(st);
@@ -456,6 +556,8 @@ int main(int argc, char** argv) {
       cmocka_unit_test(bad_settings),
       cmocka_unit_test(continuation_on_worker),
       cmocka_unit_test(shutdown_during_continuation),
+      cmocka_unit_test(shutdown_waits_for_a_caller),
+      cmocka_unit_test(shutdown_on_worker_refused),
   };
   return cmocka_run_group_tests_name("xla_runtime", tests, NULL, teardown_all);
 }
