@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "profiler/sp.h"
 #include "sx_internal.h"
 
 /* Locks: g.mu is never held while waiting for a stream (synchronize,
@@ -42,7 +43,16 @@ static struct {
   pthread_cond_t cv;  /* users dropped to 0, or a shutdown ended */
   sim_device* dev;    /* NULL until the first init, and after shutdown */
   sim_stream* stream;
-  int sync; /* SIMDEV_SYNC of the settings read at init */
+  int sync;    /* SIMDEV_SYNC of the settings read at init */
+  int tracing; /* SIMDEV_TRACE's file was started (once per process) */
+  /* Trace name ids of the targets seen (sim_trace_intern takes a lock and
+   * is meant for once per name), keyed by the handlers' literal. Never
+   * invalidated: only device_sim's own tests call sim_trace_reset. */
+  struct {
+    const char* target;
+    uint32_t id;
+  } names[16];
+  int nnames;
   /* Handlers between acquire and release: they use dev and stream without
    * the lock, so shutdown waits for them to leave. */
   int users;
@@ -78,6 +88,20 @@ static int init_locked(char* msg, size_t len, bool* disabled) {
              "SIMDEV_DISABLE=1: simdev offers no device, so its XLA targets "
              "cannot run (unset SIMDEV_DISABLE to use them)");
     return SIM_EINVAL;
+  }
+  /* SIMDEV_TRACE, as in the TF plugin (src/profiler/tracefile.c): record
+   * from before the device exists, write Chrome trace JSON at exit. The
+   * file is checked now, so a bad path fails here, naming the variable.
+   * Once per process: a re-init after a shutdown keeps the first file. */
+  if (cfg.trace_path[0] != '\0' && !g.tracing) {
+    char why[400];
+    rc =
+        sp_tracefile_start(cfg.trace_path, cfg.trace_records, why, sizeof(why));
+    if (rc != SIM_OK) {
+      snprintf(msg, len, "SIMDEV_TRACE: %s", why);
+      return SIM_EINVAL;
+    }
+    g.tracing = 1;
   }
   sim_device* dev;
   rc = sim_device_create(0, cfg.memory_mb, &dev);
@@ -132,9 +156,22 @@ int simdev_xla_init(char* msg, size_t len) {
   return rc;
 }
 
-/* Makes sure dev and stream exist and keeps them alive until release. */
-static XLA_FFI_Error_Code acquire(sim_device** dev, sim_stream** s, int* sync,
-                                  char* msg, size_t len) {
+/* The trace name id of target (0 when the table is full). g.mu held. */
+static uint32_t trace_name_locked(const char* target) {
+  for (int i = 0; i < g.nnames; i++)
+    if (g.names[i].target == target) return g.names[i].id;
+  if (g.nnames == (int)(sizeof(g.names) / sizeof(g.names[0]))) return 0;
+  uint32_t id = sim_trace_intern(target);
+  g.names[g.nnames].target = target;
+  g.names[g.nnames++].id = id;
+  return id;
+}
+
+/* Makes sure dev and stream exist and keeps them alive until release.
+ * *trace_name: target's trace name id when recording is on, else 0. */
+static XLA_FFI_Error_Code acquire(const char* target, sim_device** dev,
+                                  sim_stream** s, int* sync,
+                                  uint32_t* trace_name, char* msg, size_t len) {
   bool disabled;
   lock(&g.mu);
   if (!wait_not_stopping()) {
@@ -148,6 +185,7 @@ static XLA_FFI_Error_Code acquire(sim_device** dev, sim_stream** s, int* sync,
     *dev = g.dev;
     *s = g.stream;
     *sync = g.sync;
+    *trace_name = sim_trace_active() ? trace_name_locked(target) : 0;
   }
   unlock(&g.mu);
   if (rc == SIM_OK) return XLA_FFI_Error_Code_OK;
@@ -288,7 +326,9 @@ XLA_FFI_Error* sx_launch(const sx_call* c, sx_job* j) {
   sim_device* dev;
   sim_stream* s;
   int sync;
-  XLA_FFI_Error_Code code = acquire(&dev, &s, &sync, msg, sizeof(msg));
+  uint32_t trace_name;
+  XLA_FFI_Error_Code code =
+      acquire(c->target, &dev, &s, &sync, &trace_name, msg, sizeof(msg));
   if (code != XLA_FFI_Error_Code_OK) {
     free(j);
     return sx_error(c, code, "%s", msg);
@@ -296,6 +336,13 @@ XLA_FFI_Error* sx_launch(const sx_call* c, sx_job* j) {
   j->work.run = job_run;
   j->work.done = job_done;
   j->work.label = c->target;
+  if (trace_name != 0) {
+    /* A kernel record named after the target, its op type the same (the
+     * TF plugin's are node name and op type). */
+    j->work.trace.kind = SIM_TRACE_KERNEL;
+    j->work.trace.name = trace_name;
+    j->work.trace.type = trace_name;
+  }
   j->target = c->target;
   j->api = c->api;
   j->dev = dev;

@@ -89,11 +89,13 @@ SX_EXPORT void simdev_xla_legacy_matmul(void* out, const void** in,
                                         void* status);
 
 /* Reads the SIMDEV_* settings (sim_config_from_env: SIMDEV_MEMORY_MB for
- * the device region, SIMDEV_SYNC; SIMDEV_DISABLE=1 refuses) and creates
- * device 0 and its stream. Idempotent: 0 when they exist already. On
- * failure returns a negative sim_err (SIM_EINVAL for a bad or disabling
- * setting, SIM_ENOMEM, SIM_ESYS) and writes a message naming the variable
- * or the cause into msg (len bytes, NUL-terminated; msg may be NULL).
+ * the device region, SIMDEV_SYNC; SIMDEV_DISABLE=1 refuses; SIMDEV_TRACE
+ * and SIMDEV_TRACE_EVENTS record every job and write Chrome trace JSON at
+ * exit, as the TF plugin does; the rest are checked but have no effect
+ * here) and creates device 0 and its stream. Idempotent: 0 when they exist
+ * already. On failure returns a negative sim_err (SIM_EINVAL for a bad or
+ * disabling setting, SIM_ENOMEM, SIM_ESYS) and writes a message naming the
+ * variable or the cause into msg (len bytes, NUL-terminated; msg may be NULL).
  * Handlers call it themselves on first use; calling it first reports a bad
  * setting before any XLA program runs. */
 SX_EXPORT int simdev_xla_init(char* msg, size_t len);
