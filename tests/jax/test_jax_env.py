@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxutil import assert_close, HI, jax_module, lax_conv, run_py, sj  # noqa: F401 (fixtures)
+from jaxutil import assert_close, jax_module, lax_conv, run_py, sj  # noqa: F401 (fixtures)
 
 F32, F64 = np.float32, np.float64
 HERE = os.path.dirname(os.path.abspath(__file__))
