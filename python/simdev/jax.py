@@ -28,8 +28,9 @@ of relu, relu_grad, itself a ``custom_vjp``), so reverse mode works to any
 order: ``jax.grad``, ``jax.vjp``, ``jax.jacrev`` and nested ones
 (``jax.grad(jax.grad(f))``, ``jax.jacrev(jax.jacrev(f))`` for a Hessian).
 Forward mode does not: a ``custom_vjp`` has no JVP, so ``jax.jvp``,
-``jax.jacfwd``, ``jax.linearize``'s forward use and ``jax.hessian`` (which is
-``jacfwd(jacrev)``) raise JAX's TypeError.
+``jax.jacfwd``, ``jax.hessian`` (which is ``jacfwd(jacrev)``) and the linear
+function ``jax.linearize`` returns raise JAX's TypeError ("can't apply
+forward-mode autodiff (jvp) to a custom_vjp function").
 
 Operands are float32 or float64 (all of one call alike; float64 needs
 ``jax_enable_x64``). The wrappers work out the result shape and pass the
