@@ -13,7 +13,7 @@ that cannot be written fails register() naming SIMDEV_TRACE.
 import collections
 import json
 
-from jaxutil import no_tensorflow, run_py, sj  # noqa: F401 (fixtures)
+from jaxutil import jax_module, run_py, sj  # noqa: F401 (fixtures)
 
 RUNS = 3
 
