@@ -5,25 +5,32 @@ imported under the module name `conftest`, and tests/tf's modules do
 `from conftest import ...`; a second one here would take that name when
 both folders run in one pytest (make test). So the fixtures live here and
 each test module imports the ones it uses (`from jaxutil import sj,
-no_tensorflow`); pytest finds fixtures among a module's globals.
+jax_module`); pytest finds fixtures among a module's globals.
 
 These tests run JAX on CPU in the pytest process itself: libsimdev_xla.so
 has no TensorFlow in it, and a JAX process must never load TensorFlow. The
-`no_tensorflow` fixture (autouse, once per test module that imports it)
+`jax_module` fixture (autouse, once per test module that imports it)
 asserts that 'tensorflow' is not in sys.modules before the module's first
 test and after its last one. Child processes (run_py) assert it too.
 
 What is tested is the copy installed in this interpreter's site-packages
 (`make install`), like tests/tf.
 
-The pytest process runs with no SIMDEV_* variable: they are removed from
-os.environ when this module is first imported, before anything loads the
-library (which reads them when it creates its device), so that a
-developer's setting cannot change what is tested. Tests that need a
-setting (SIMDEV_SYNC=1, a bad or tiny SIMDEV_MEMORY_MB) run a script in a
-fresh process (`run_py`), with exactly the SIMDEV_* variables they give.
-float64 tests need jax_enable_x64, switched on here for the whole process
-(float32 inputs stay float32: the tests give every dtype explicitly).
+Importing this module changes nothing in the process but importing jax:
+tests/tf's modules run in the same pytest processes (make test), and they
+read SIMDEV_TEST_PLUGIN / SIMDEV_BUILD_DIR from os.environ. So:
+- the library reads the SIMDEV_* settings once, when it creates its device:
+  the session fixture `sj` removes them from os.environ around that one
+  call (`register_without_settings`) and puts them back, so that a
+  developer's setting cannot change what is tested. Tests that need a
+  setting (SIMDEV_SYNC=1, a bad or tiny SIMDEV_MEMORY_MB) run a script in a
+  fresh process (`run_py`), with exactly the SIMDEV_* variables they give.
+- float64 tests need jax_enable_x64: `jax_module` switches it on for the
+  module's tests and restores the previous value after them (float32
+  inputs stay float32: the tests give every dtype explicitly; the default
+  x64-off mode is tested in a child, test_jax_env.py). tests/tf never uses
+  JAX in the pytest process (TF and JAX code there runs in children), so
+  the setting could not reach it anyway.
 
 Error bounds (`assert_close`): results are compared with the jnp / lax
 reference computed in the same dtype, so both sides carry rounding errors.
@@ -38,34 +45,49 @@ import subprocess
 import sys
 import textwrap
 
-for _k in [k for k in os.environ if k.startswith("SIMDEV_")]:
-    del os.environ[_k]
-
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from jax import lax  # noqa: E402
-
-jax.config.update("jax_enable_x64", True)
-jax.config.update("jax_platforms", "cpu")
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax import lax
 
 
 @pytest.fixture(scope="module", autouse=True)
-def no_tensorflow():
-    """No test module may import TensorFlow into the JAX process."""
+def jax_module():
+    """Per test module: no TensorFlow in the JAX process (before the first
+    test and after the last), jax_enable_x64 on while the module runs, and
+    JAX on CPU (the platform simdev's targets are registered for; set again
+    by every module, a no-op once the backend exists)."""
     assert "tensorflow" not in sys.modules, "TensorFlow was imported before this module"
-    yield
+    jax.config.update("jax_platforms", "cpu")
+    was = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", was)
     assert "tensorflow" not in sys.modules, "TensorFlow was imported by this module"
+
+
+def register_without_settings():
+    """simdev.jax.register() with no SIMDEV_* variable in the environment
+    (the device is created with the defaults), the variables restored
+    afterwards, also when register() raises. Returns simdev.jax."""
+    import simdev.jax as sj
+
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("SIMDEV_")}
+    try:
+        sj.register()
+    finally:
+        os.environ.update(saved)
+    return sj
 
 
 @pytest.fixture(scope="session")
 def sj():
-    """simdev.jax, registered."""
-    import simdev.jax as sj
+    """simdev.jax, registered (its device made without SIMDEV_* settings)."""
+    return register_without_settings()
 
-    sj.register()
-    return sj
 
 CHECK_MARK = "@@SIMDEV_JAX@@ "
 HI = lax.Precision.HIGHEST
@@ -134,8 +156,7 @@ def jnp_act(z, act, alpha):
 
 
 def child_env(env=None):
-    """This process's environment without SIMDEV_* (already removed at
-    import), plus `env`."""
+    """This process's environment without SIMDEV_*, plus `env`."""
     child = {k: v for k, v in os.environ.items() if not k.startswith("SIMDEV_")}
     child["JAX_PLATFORMS"] = "cpu"
     child.update(env or {})

@@ -10,7 +10,7 @@ import threading
 import jax
 import numpy as np
 
-from jaxutil import no_tensorflow, sj  # noqa: F401 (fixtures)
+from jaxutil import jax_module, sj  # noqa: F401 (fixtures)
 
 N_CALLS = 1000
 

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxutil import no_tensorflow, sj  # noqa: F401 (fixtures)
+from jaxutil import jax_module, sj  # noqa: F401 (fixtures)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

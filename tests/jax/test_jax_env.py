@@ -4,7 +4,7 @@ waits for its work item and returns its error itself), a bad
 SIMDEV_MEMORY_MB (register() raises naming it), and a device region too
 small for a convolution's im2col scratch (the worker's allocation fails,
 the call's future carries RESOURCE_EXHAUSTED, later calls work)."""
-from jaxutil import no_tensorflow, run_py, sj  # noqa: F401 (fixtures)
+from jaxutil import jax_module, run_py, sj  # noqa: F401 (fixtures)
 
 COMMON = r'''
 import jax, jax.numpy as jnp, numpy as np

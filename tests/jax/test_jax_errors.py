@@ -10,7 +10,7 @@ import jax
 import numpy as np
 import pytest
 
-from jaxutil import no_tensorflow, sj  # noqa: F401 (fixtures)
+from jaxutil import jax_module, sj  # noqa: F401 (fixtures)
 
 F32, F64 = np.float32, np.float64
 JaxRuntimeError = jax.errors.JaxRuntimeError

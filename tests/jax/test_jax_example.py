@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from jaxutil import no_tensorflow, sj  # noqa: F401 (fixtures)
+from jaxutil import jax_module, sj  # noqa: F401 (fixtures)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "jax_custom_call.py")

@@ -17,7 +17,7 @@ jaxlib release that changes it is noticed:
 - typed attributes need the typed FFI, and the two kinds of target live in
   separate registries.
 
-JAX runs in this process (no TensorFlow: jaxutil.no_tensorflow checks it);
+JAX runs in this process (no TensorFlow: jaxutil.jax_module checks it);
 the logging and stderr cases run in a child process.
 """
 import ctypes
@@ -32,9 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxutil import no_tensorflow, sj  # noqa: F401 (fixtures)
-
-jax.config.update("jax_enable_x64", True)
+from jaxutil import jax_module, sj  # noqa: F401 (fixtures)
 
 TARGET = "simdev_legacy_matmul"
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxutil import assert_close, HI, jnp_act, lax_conv, no_tensorflow, rand, sj  # noqa: F401 (fixtures)
+from jaxutil import assert_close, HI, jnp_act, lax_conv, jax_module, rand, sj  # noqa: F401 (fixtures)
 
 F64 = np.float64
 
