@@ -13,12 +13,24 @@ module: a JAX process that uses it does not load TensorFlow.
     y = jax.jit(lambda a, b: sj.relu(sj.matmul(a, b)))(a, b)
 
 The wrappers (``matmul``, ``conv2d``, ``relu``, ``matmul_bias_act``) call
-``register()`` themselves. Each is a ``jax.custom_vjp`` whose backward pass
-runs simdev targets too, and each calls ``jax.ffi.ffi_call`` with
+``register()`` themselves. Each calls ``jax.ffi.ffi_call`` with
 ``vmap_method="broadcast_all"``: under ``vmap`` every operand gets the batch
 dimension in front (an unbatched operand is broadcast), and the handlers take
 any number of identical leading batch dimensions on all operands and the
 result.
+
+Differentiation: ``ffi_call`` has no derivative of its own, so each wrapper
+is a ``jax.custom_vjp`` whose backward pass runs simdev targets too. Its
+forward and backward passes are made of the same differentiable wrappers
+(the backward of a matmul is two matmuls; of a convolution, its two
+backprops, which are ``custom_vjp``s of each other and of the convolution;
+of relu, relu_grad, itself a ``custom_vjp``), so reverse mode works to any
+order: ``jax.grad``, ``jax.vjp``, ``jax.jacrev`` and nested ones
+(``jax.grad(jax.grad(f))``, ``jax.jacrev(jax.jacrev(f))`` for a Hessian).
+Forward mode does not: a ``custom_vjp`` has no JVP, so ``jax.jvp``,
+``jax.jacfwd``, ``jax.hessian`` (which is ``jacfwd(jacrev)``) and the linear
+function ``jax.linearize`` returns raise JAX's TypeError ("can't apply
+forward-mode autodiff (jvp) to a custom_vjp function").
 
 Operands are float32 or float64 (all of one call alike; float64 needs
 ``jax_enable_x64``). The wrappers work out the result shape and pass the
@@ -37,6 +49,7 @@ the targets under a lock, later calls return at once.
 
 import ctypes
 import functools
+import operator
 import os
 import threading
 
@@ -143,15 +156,16 @@ def _matmul_call(a, b, ta, tb):
 def _matmul_grads(a, b, dc, ta, tb):
     """Gradients of c = op(a) @ op(b) (op = transpose when set), as simdev
     matmuls: d op(a) = dc @ op(b)^T and d op(b) = op(a)^T @ dc, transposed
-    back where the operand itself was transposed."""
+    back where the operand itself was transposed. They are _matmul, the
+    custom_vjp, so the backward pass is differentiable in turn."""
     if ta:
-        da = _matmul_call(b, dc, tb, True)        # op(b) @ dc^T
+        da = _matmul(b, dc, tb, True)        # op(b) @ dc^T
     else:
-        da = _matmul_call(dc, b, False, not tb)   # dc @ op(b)^T
+        da = _matmul(dc, b, False, not tb)   # dc @ op(b)^T
     if tb:
-        db = _matmul_call(dc, a, True, ta)        # dc^T @ op(a)
+        db = _matmul(dc, a, True, ta)        # dc^T @ op(a)
     else:
-        db = _matmul_call(a, dc, not ta, False)   # op(a)^T @ dc
+        db = _matmul(a, dc, not ta, False)   # op(a)^T @ dc
     return da, db
 
 
@@ -161,7 +175,9 @@ def _matmul(a, b, ta, tb):
 
 
 def _matmul_fwd(a, b, ta, tb):
-    return _matmul_call(a, b, ta, tb), (a, b)
+    # _matmul, not the raw call: under a second differentiation this runs
+    # with the outer derivative's tracers, which an ffi_call refuses.
+    return _matmul(a, b, ta, tb), (a, b)
 
 
 def _matmul_bwd(ta, tb, res, dc):
@@ -175,7 +191,8 @@ _matmul.defvjp(_matmul_fwd, _matmul_bwd)
 def matmul(a, b, *, transpose_a=False, transpose_b=False):
     """c = op(a) @ op(b) on simdev. a [*B, m, k] ([*B, k, m] with
     transpose_a), b [*B, k, n] ([*B, n, k] with transpose_b), the same
-    leading dims B on both; returns [*B, m, n] of a's dtype."""
+    leading dims B on both; returns [*B, m, n] of a's dtype.
+    Differentiable in reverse mode to any order (the module's docstring)."""
     a, b = jnp.asarray(a), jnp.asarray(b)
     return _matmul(a, b, bool(transpose_a), bool(transpose_b))
 
@@ -191,16 +208,33 @@ def _relu_grad_call(dy, x):
 
 
 @jax.custom_vjp
+def _relu_grad(dy, x):
+    return _relu_grad_call(dy, x)
+
+
+def _relu_grad_fwd(dy, x):
+    return _relu_grad(dy, x), x
+
+
+def _relu_grad_bwd(x, ddx):
+    # linear in dy; a step function of x (derivative 0 wherever defined)
+    return _relu_grad(ddx, x), jnp.zeros_like(x)
+
+
+_relu_grad.defvjp(_relu_grad_fwd, _relu_grad_bwd)
+
+
+@jax.custom_vjp
 def _relu(x):
     return _relu_call(x)
 
 
 def _relu_fwd(x):
-    return _relu_call(x), x
+    return _relu(x), x
 
 
 def _relu_bwd(x, dy):
-    return (_relu_grad_call(dy, x),)
+    return (_relu_grad(dy, x),)
 
 
 _relu.defvjp(_relu_fwd, _relu_bwd)
@@ -208,19 +242,35 @@ _relu.defvjp(_relu_fwd, _relu_bwd)
 
 def relu(x):
     """max(x, 0) element-wise on simdev, any shape; the gradient is
-    dy * (x > 0) (simdev_relu_grad)."""
+    dy * (x > 0) (simdev_relu_grad), whose own derivative in x is 0.
+    Reverse mode to any order (the module's docstring)."""
     return _relu(jnp.asarray(x))
 
 
 # ---- conv2d ---------------------------------------------------------------
 
+def _int(v):
+    """v as an int if it is one (Python or NumPy integer: operator.index);
+    TypeError for anything else, a float or a bool included."""
+    if isinstance(v, (bool, np.bool_)):
+        raise TypeError("bool")
+    return operator.index(v)
+
+
 def _pair(v, name):
-    """A (h, w) pair of positive ints. Checked here because the result
-    shape depends on it; the handler checks the attribute again."""
-    t = tuple(int(i) for i in v)
-    if len(t) != 2 or min(t) < 1:
-        raise _shape_error("conv2d", "%s must be 2 positive ints, got %r"
-                           % (name, v))
+    """(h, w) from an int s (meaning (s, s)) or a sequence of two ints, all
+    positive. Checked here because the result shape depends on it (the
+    handler checks the attribute again)."""
+    try:
+        t = (_int(v),) * 2
+    except TypeError:
+        try:
+            t = tuple(_int(i) for i in v)
+        except TypeError:
+            t = None
+    if t is None or len(t) != 2 or min(t) < 1:
+        raise _shape_error("conv2d", "%s must be a positive int or a pair "
+                           "of positive ints, got %r" % (name, v))
     return t
 
 
@@ -232,8 +282,16 @@ def _conv_padding(padding):
                                "or ((top, bottom), (left, right)), got %r"
                                % (padding,))
         return padding, (0, 0, 0, 0)
-    (t, b), (l, r) = padding
-    return "EXPLICIT", (int(t), int(b), int(l), int(r))
+    try:
+        (t, b), (l, r) = padding
+        pads = tuple(_int(i) for i in (t, b, l, r))
+    except (TypeError, ValueError):
+        pads = None
+    if pads is None or min(pads) < 0:
+        raise _shape_error("conv2d", "padding must be 'SAME', 'VALID' or "
+                           "((top, bottom), (left, right)) of non-negative "
+                           "ints, got %r" % (padding,))
+    return "EXPLICIT", pads
 
 
 def _conv_out_size(size, k, stride, dil, pad, lo, hi):
@@ -268,30 +326,96 @@ def _conv_call(x, w, cfg):
     return _call("simdev_conv2d", out, x.dtype, x, w, **_conv_attrs(cfg))
 
 
-def _conv_grads(x, w, dy, cfg):
-    """dx and dw through simdev's two backprop targets. They take one group;
-    a grouped convolution is cut into its groups along the channels (group
-    i: input channels [i*C/g, (i+1)*C/g) and output channels
-    [i*O/g, (i+1)*O/g))."""
+def _groups(c, cg):
+    """g for an input depth c and a filter input depth cg (the handler
+    checks that cg divides c; 1 when cg is 0)."""
+    return c // cg if cg else 1
+
+
+def _to_groups(t, g):
+    """[..., A, B, C, g*c] -> [..., g, A, B, C, c]: the channel groups of
+    an NHWC tensor or of an HWIO filter's output channels as one more
+    leading batch dim (group i: channels [i*c, (i+1)*c), TF's and lax's
+    order), which the one-group backprop targets loop over in one call."""
+    t = t.reshape(t.shape[:-1] + (g, t.shape[-1] // g))
+    return jnp.moveaxis(t, -2, -5)
+
+
+def _from_groups(t):
+    """The inverse of _to_groups."""
+    t = jnp.moveaxis(t, -5, -2)
+    return t.reshape(t.shape[:-2] + (t.shape[-2] * t.shape[-1],))
+
+
+def _grouped_shape(shape, g):
+    return shape[:-4] + (g,) + shape[-4:-1] + (shape[-1] // g,)
+
+
+def _bpi_call(dy, w, x_shape, cfg):
+    """simdev_conv2d_backprop_input: dx of x's shape. The target takes one
+    group; with g groups, the groups become a batch dim (one call)."""
+    g = _groups(x_shape[-1], w.shape[-2])
     attrs = _conv_attrs(cfg)
-    groups = x.shape[-1] // w.shape[-2] if w.shape[-2] else 1
-    if groups <= 1:
-        dx = _call("simdev_conv2d_backprop_input", x.shape, x.dtype, dy, w,
-                   **attrs)
-        dw = _call("simdev_conv2d_backprop_filter", w.shape, w.dtype, x, dy,
-                   **attrs)
-        return dx, dw
-    cg, og = w.shape[-2], w.shape[-1] // groups
-    dxs, dws = [], []
-    for g in range(groups):
-        xg = x[..., g * cg:(g + 1) * cg]
-        wg = w[..., g * og:(g + 1) * og]
-        dyg = dy[..., g * og:(g + 1) * og]
-        dxs.append(_call("simdev_conv2d_backprop_input", xg.shape, x.dtype,
-                         dyg, wg, **attrs))
-        dws.append(_call("simdev_conv2d_backprop_filter", wg.shape, w.dtype,
-                         xg, dyg, **attrs))
-    return jnp.concatenate(dxs, axis=-1), jnp.concatenate(dws, axis=-1)
+    if g == 1:
+        return _call("simdev_conv2d_backprop_input", x_shape, dy.dtype, dy,
+                     w, **attrs)
+    return _from_groups(_call("simdev_conv2d_backprop_input",
+                              _grouped_shape(x_shape, g), dy.dtype,
+                              _to_groups(dy, g), _to_groups(w, g), **attrs))
+
+
+def _bpf_call(x, dy, w_shape, cfg):
+    """simdev_conv2d_backprop_filter: dw of w's shape; groups as in
+    _bpi_call."""
+    g = _groups(x.shape[-1], w_shape[-2])
+    attrs = _conv_attrs(cfg)
+    if g == 1:
+        return _call("simdev_conv2d_backprop_filter", w_shape, x.dtype, x,
+                     dy, **attrs)
+    return _from_groups(_call("simdev_conv2d_backprop_filter",
+                              _grouped_shape(w_shape, g), x.dtype,
+                              _to_groups(x, g), _to_groups(dy, g), **attrs))
+
+
+# The convolution y = conv(x, w) is bilinear, and its two backprops are its
+# transposes: dx = bpi(dy, w) = (d conv / dx)^T dy, dw = bpf(x, dy) =
+# (d conv / dw)^T dy. So <dx', bpi(dy, w)> = <conv(dx', w), dy> =
+# <w, bpf(dx', dy)> and <dw', bpf(x, dy)> = <conv(x, dw'), dy> =
+# <x, bpi(dy, dw')>: each one's vjp is made of the other two, and every
+# order of reverse-mode derivative stays on simdev.
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
+def _bpi(dy, w, x_shape, cfg):
+    return _bpi_call(dy, w, x_shape, cfg)
+
+
+def _bpi_fwd(dy, w, x_shape, cfg):
+    return _bpi(dy, w, x_shape, cfg), (dy, w)
+
+
+def _bpi_bwd(x_shape, cfg, res, ddx):
+    dy, w = res
+    return _conv2d(ddx, w, cfg), _bpf(ddx, dy, w.shape, cfg)
+
+
+_bpi.defvjp(_bpi_fwd, _bpi_bwd)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(2, 3))
+def _bpf(x, dy, w_shape, cfg):
+    return _bpf_call(x, dy, w_shape, cfg)
+
+
+def _bpf_fwd(x, dy, w_shape, cfg):
+    return _bpf(x, dy, w_shape, cfg), (x, dy)
+
+
+def _bpf_bwd(w_shape, cfg, res, ddw):
+    x, dy = res
+    return _bpi(dy, ddw, x.shape, cfg), _conv2d(x, ddw, cfg)
+
+
+_bpf.defvjp(_bpf_fwd, _bpf_bwd)
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(2,))
@@ -300,12 +424,12 @@ def _conv2d(x, w, cfg):
 
 
 def _conv2d_fwd(x, w, cfg):
-    return _conv_call(x, w, cfg), (x, w)
+    return _conv2d(x, w, cfg), (x, w)
 
 
 def _conv2d_bwd(cfg, res, dy):
     x, w = res
-    return _conv_grads(x, w, dy, cfg)
+    return _bpi(dy, w, x.shape, cfg), _bpf(x, dy, w.shape, cfg)
 
 
 _conv2d.defvjp(_conv2d_fwd, _conv2d_bwd)
@@ -314,9 +438,17 @@ _conv2d.defvjp(_conv2d_fwd, _conv2d_bwd)
 def conv2d(x, w, strides=(1, 1), padding="SAME", dilations=(1, 1)):
     """2-D convolution on simdev (im2col + GEMM, the code TF's Conv2D runs
     on SIMDEV). x NHWC [*B, N, H, W, C], w HWIO [*B, KH, KW, C/g, O] (g
-    groups: w's input depth must divide C, and g must divide O); padding is
-    "SAME", "VALID" or ((top, bottom), (left, right)). Returns
-    [*B, N, OH, OW, O] of x's dtype."""
+    groups: w's input depth must divide C, and g must divide O). strides
+    and dilations: a positive int s (meaning (s, s), as in TF's conv2d) or
+    a pair (h, w) of positive ints; padding: "SAME", "VALID" or
+    ((top, bottom), (left, right)) of non-negative ints. Ints are what
+    operator.index accepts (Python and NumPy integers, not floats nor
+    bools); anything else raises ValueError naming the argument. Returns
+    [*B, N, OH, OW, O] of x's dtype.
+
+    The gradient is simdev_conv2d_backprop_input and _filter, one call
+    each, also for a grouped convolution (its groups become a batch dim).
+    Reverse mode to any order (the module's docstring)."""
     x, w = jnp.asarray(x), jnp.asarray(w)
     pad, explicit = _conv_padding(padding)
     cfg = (_pair(strides, "strides"), _pair(dilations, "dilations"), pad,
@@ -344,7 +476,7 @@ def _act_grad(act, alpha, y, z, dy):
     if act == "none":
         return dy
     if act == "relu":
-        return _relu_grad_call(dy, y)   # y > 0 exactly where z > 0
+        return _relu_grad(dy, y)   # y > 0 exactly where z > 0
     zero = jnp.zeros((), y.dtype)
     if act == "relu6":
         return jnp.where((y > 0) & (y < 6), dy, zero)
@@ -366,10 +498,12 @@ def _mba(a, b, bias, ta, tb, act, alpha):
 
 
 def _mba_fwd(a, b, bias, ta, tb, act, alpha):
-    y = _mba_call(a, b, bias, ta, tb, act, alpha)
+    # _mba itself, not the raw call: y is a residual the backward pass
+    # differentiates through under a second derivative
+    y = _mba(a, b, bias, ta, tb, act, alpha)
     z = None
     if act == "leaky_relu" and alpha < 0:
-        z = _mba_call(a, b, bias, ta, tb, "none", alpha)
+        z = _mba(a, b, bias, ta, tb, "none", alpha)
     return y, (a, b, y, z)
 
 
@@ -391,7 +525,9 @@ def matmul_bias_act(a, b, bias, activation="relu", alpha=0.2, *,
     f32 scalar, also for float64 operands; the gradient uses the same
     rounded slope). The backward pass is act's derivative (computed from the
     output; simdev_relu_grad for relu) and two simdev matmuls; the bias's
-    gradient is a jnp sum over the rows."""
+    gradient is a jnp sum over the rows. Reverse mode to any order (the
+    module's docstring): the derivative of act's derivative goes through
+    the output y, itself this function's result."""
     if activation not in ACTIVATIONS:
         raise _shape_error("matmul_bias_act", "activation must be one of %s,"
                            " got %r" % ("|".join(ACTIVATIONS), activation))

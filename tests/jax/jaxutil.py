@@ -89,6 +89,14 @@ def sj():
     return register_without_settings()
 
 
+def enqueued(sj):
+    """Work items queued on the simdev stream so far. A handler counts its
+    item before it returns, so the count is current once the call's result
+    is ready: read it after blocking on the result (np.asarray,
+    block_until_ready), never right after an asynchronous dispatch."""
+    return sj.counts()[0]
+
+
 CHECK_MARK = "@@SIMDEV_JAX@@ "
 HI = lax.Precision.HIGHEST
 
@@ -129,7 +137,7 @@ def rand(rng, shape, dtype):
     return rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
 
 
-def lax_conv(x, w, strides, padding, dilations, precision=HI):
+def lax_conv(x, w, strides, padding, dilations=(1, 1), precision=HI):
     groups = x.shape[-1] // w.shape[-2]
     return lax.conv_general_dilated(
         x, w, strides, padding, rhs_dilation=dilations,

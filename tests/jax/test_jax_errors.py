@@ -151,10 +151,48 @@ def test_wrapper_argument_errors(sj):
     Python, with a ValueError naming the argument."""
     with pytest.raises(ValueError, match=r"simdev.jax.matmul: operands must have rank >= 2"):
         sj.matmul(ones(3), ones(3, 2))
-    with pytest.raises(ValueError, match=r"simdev.jax.conv2d: strides must be 2 positive ints"):
-        sj.conv2d(ones(1, 4, 4, 2), ones(3, 3, 2, 2), strides=(0, 1))
     with pytest.raises(ValueError, match=r"simdev.jax.conv2d: padding must be"):
         sj.conv2d(ones(1, 4, 4, 2), ones(3, 3, 2, 2), padding="FULL")
     with pytest.raises(ValueError, match=r"simdev.jax.matmul_bias_act: activation must be one"):
         sj.matmul_bias_act(ones(2, 3), ones(3, 2), ones(2), activation="swish")
     np.testing.assert_array_equal(np.asarray(sj.relu(np.array([-1.0, 2.0], F32))), [0.0, 2.0])
+
+
+# strides / dilations that are not a positive int or a pair of them: floats
+# are not rounded (1.7 is not 1), bools are not ints
+BAD_PAIRS = [(0, 1), (1.7, 1), (1, 1.0), 1.5, 0, -2, (1, 1, 1), (1,), "11", (True, 1),
+             None, np.array([1.0, 1.0])]
+
+
+@pytest.mark.parametrize("name", ["strides", "dilations"])
+@pytest.mark.parametrize("value", BAD_PAIRS, ids=repr)
+def test_conv2d_bad_pair(sj, name, value):
+    with pytest.raises(ValueError, match=r"simdev.jax.conv2d: %s must be a positive int or a "
+                                         r"pair of positive ints, got " % name):
+        sj.conv2d(ones(1, 6, 6, 2), ones(3, 3, 2, 2), **{name: value})
+
+
+BAD_PADDINGS = [((1, 1), (1,)), ((1, 1),), (1, 1), 1, ((1, 1), (1, -1)), ((1.5, 1), (1, 1)),
+                ((1, 1), (1, 1), (1, 1)), "same", None, ((True, 0), (0, 0))]
+
+
+@pytest.mark.parametrize("padding", BAD_PADDINGS, ids=repr)
+def test_conv2d_bad_padding(sj, padding):
+    with pytest.raises(ValueError, match=r"simdev.jax.conv2d: padding must be 'SAME', 'VALID' "
+                                         r"or \(\(top, bottom\), \(left, right\)\)"):
+        sj.conv2d(ones(1, 6, 6, 2), ones(3, 3, 2, 2), padding=padding)
+
+
+def test_conv2d_int_and_numpy_arguments(sj):
+    """An int s means (s, s) (as in TF's conv2d); NumPy integers are ints.
+    Same result as the explicit pairs, bit for bit."""
+    rng = np.random.default_rng(50)
+    x, w = rng.uniform(-1, 1, (1, 9, 9, 2)).astype(F32), rng.uniform(-1, 1, (3, 3, 2, 3)).astype(F32)
+    want = np.asarray(sj.conv2d(x, w, strides=(2, 2), padding=((1, 2), (0, 1)),
+                                dilations=(2, 2)))
+    assert want.shape == (1, 4, 3, 3)   # (9 + 3 - 5) // 2 + 1, (9 + 1 - 5) // 2 + 1
+    for kw in (dict(strides=2, dilations=2),
+               dict(strides=np.int64(2), dilations=np.array([2, 2])),
+               dict(strides=[2, 2], dilations=(np.int32(2), 2))):
+        got = sj.conv2d(x, w, padding=np.array([[1, 2], [0, 1]]), **kw)
+        np.testing.assert_array_equal(np.asarray(got), want, err_msg=repr(kw))

@@ -4,12 +4,13 @@ JAX process without TensorFlow, and show JAX nothing but its handlers and
 its runtime calls (src/xla/exports.map).
 
 No test here imports jax or tensorflow; the library is loaded in a child
-process, which checks that TensorFlow stayed out of it.
+process, which checks that TensorFlow stayed out of it. The ELF helpers
+are tests/tf/test_exports.py's (it imports neither TensorFlow nor tests/tf's
+conftest, so importing it here brings no fixture and no side effect).
 """
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -19,6 +20,9 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXPORTS_MAP = os.path.join(ROOT, "src", "xla", "exports.map")
 
+sys.path.insert(0, os.path.join(ROOT, "tests", "tf"))
+from test_exports import LINKER_SYMBOLS, dynamic_symbols, run, tool  # noqa: E402
+
 # The plan's ABI (issue 16): every symbol the library exports (src/xla/sx.h),
 # the legacy-convention target of src/xla/legacy.c included.
 HANDLERS = ["matmul", "matmul_bias_act", "conv2d", "conv2d_backprop_input",
@@ -27,22 +31,6 @@ REQUIRED = {f"simdev_xla_{h}" for h in HANDLERS} | {
     "simdev_xla_init", "simdev_xla_counts", "simdev_xla_shutdown",
     "simdev_xla_legacy_matmul"}
 ALLOWED = REQUIRED
-# Symbols the linker itself may define in a shared object.
-LINKER_SYMBOLS = {"_init", "_fini", "_edata", "_end", "__bss_start",
-                  "__bss_start__", "__bss_end__", "_bss_end__", "__end__"}
-
-
-def tool(name):
-    path = shutil.which(name)
-    if not path:
-        pytest.fail(f"{name} not found (binutils)")
-    return path
-
-
-def run(*cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    assert p.returncode == 0, f"{cmd} failed: {p.stderr}"
-    return p.stdout
 
 
 @pytest.fixture(scope="module")
@@ -75,12 +63,7 @@ def map_symbols():
 
 
 def test_exports_are_the_map_and_the_map_is_the_plan(lib):
-    out = run(tool("nm"), "-D", "--defined-only", lib)
-    syms = {}
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) >= 2:
-            syms[parts[-1].split("@")[0]] = parts[-2]
+    syms = dynamic_symbols(lib, "--defined-only")
     exported = set(syms) - LINKER_SYMBOLS
     listed = map_symbols()
     assert exported == listed, (sorted(exported - listed), sorted(listed - exported))

@@ -10,13 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxutil import assert_close, HI, jnp_act, lax_conv, jax_module, rand, sj  # noqa: F401 (fixtures)
+from jaxutil import (assert_close, enqueued, HI, jax_module, jnp_act, lax_conv,  # noqa: F401
+                     rand, sj)
 
 F64 = np.float64
-
-
-def enqueued(sj):
-    return sj.counts()[0]
 
 
 def targets(compiled_text):
@@ -128,15 +125,22 @@ def test_vmap_conv_relu_fused(sj):
 
 # ---- grad ------------------------------------------------------------------
 
-def check_grads(sj_fn, ref_fn, args, dt, k, what, mag_fn=None):
+def check_grads(sj_fn, ref_fn, args, dt, k, what, mag_fn=None, weight=None):
     """jax.grad of sum(f * r) for a fixed random r (every output element
-    matters) w.r.t. every argument, simdev vs reference. Each gradient is a
-    sum of at most k products (the caller counts them), so the bound is
-    2 gamma_k times the sum of the magnitudes of its terms: the gradient of
-    the same loss through the linear part of f (mag_fn, default ref_fn)
-    with every operand and r replaced by its magnitude. The activations'
-    slopes are at most 1, and their derivatives' own rounding (a few ulps
-    of 1) is covered by the extra terms the caller adds to k."""
+    matters) w.r.t. every argument, simdev vs reference. Returns the
+    simdev gradients.
+
+    Bound: each gradient is a sum of at most k products (the caller counts
+    them), so each side is within gamma_k times the sum of the magnitudes
+    of its terms of the exact value: the gradient of the same loss through
+    the linear part of f (mag_fn, default ref_fn) with every operand and r
+    replaced by its magnitude. An activation act(z) after the linear part
+    multiplies r by act'(z), which is at most 1 in magnitude but computed
+    from the rounded output y: its error |act''| |y - y_exact| scales with
+    z's magnitude |a| @ |b| (+ |bias|), not with 1. So for an activation
+    with act'' != 0 the caller passes `weight` (>= 1, r's shape; r's
+    magnitude is multiplied by it) and adds the forward pass's own length
+    and a few ulps to k; see test_grad_matmul_bias_act."""
     rng = np.random.default_rng(99)
     out = ref_fn(*args)
     r = rand(rng, out.shape, dt)
@@ -148,11 +152,13 @@ def check_grads(sj_fn, ref_fn, args, dt, k, what, mag_fn=None):
     # jitted: one compilation each instead of one per eager primitive
     got = jax.jit(jax.grad(loss(sj_fn, r), argnums))(*args)
     ref = jax.jit(jax.grad(loss(ref_fn, r), argnums))(*args)
-    mag = jax.jit(jax.grad(loss(mag_fn or ref_fn, np.abs(r)), argnums))(
+    rmag = np.abs(r) if weight is None else np.abs(r) * weight
+    mag = jax.jit(jax.grad(loss(mag_fn or ref_fn, rmag), argnums))(
         *[np.abs(x) for x in args])
     for i, (g, e, m) in enumerate(zip(got, ref, mag)):
         assert g.shape == np.shape(args[i]) and g.dtype == dt
         assert_close(g, e, np.abs(m), k, dt, what="%s d/darg%d" % (what, i))
+    return got
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
@@ -177,11 +183,21 @@ def test_grad_matmul_batched_jit(sj):
     rng = np.random.default_rng(21)
     a, b = rand(rng, (2, 3, 4), F64), rand(rng, (2, 4, 5), F64)
     f = jax.jit(jax.grad(lambda a, b: jnp.sum(sj.matmul(a, b) ** 2), (0, 1)))
+    # the forward product is needed (the loss is not linear in it)
     assert targets(f.lower(a, b).compile().as_text()) == {"simdev_matmul": 3}
     got = f(a, b)
-    ref = jax.grad(lambda a, b: jnp.sum(jnp.matmul(a, b, precision=HI) ** 2), (0, 1))(a, b)
-    for g, e in zip(got, ref):
-        np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+
+    def ref_loss(a, b):
+        return jnp.sum(jnp.matmul(a, b, precision=HI) ** 2)
+
+    ref = jax.grad(ref_loss, (0, 1))(a, b)
+    # da = 2 c @ b^T with c = a @ b: c is within gamma_4 |a| @ |b| of exact
+    # and the second product adds gamma_5 (db: gamma_3), so each side is
+    # within gamma_(4+5) 2 (|a| @ |b|) @ |b|^T, which is the same gradient
+    # taken with |a| and |b| (and likewise for db)
+    mag = jax.grad(ref_loss, (0, 1))(np.abs(a), np.abs(b))
+    for g, e, m in zip(got, ref, mag):
+        assert_close(g, e, m, 4 + 5, F64)
 
 
 GRAD_CONV = [
@@ -209,9 +225,49 @@ def test_grad_conv2d(sj, dt, case):
                                        dilations=dil),
                 lambda x, w: lax_conv(x, w, strides, padding, dil), (x, w), dt, k,
                 "conv2d %s" % (case,))
-    # both backprops of each group ran on simdev (the forward result is
-    # unused by the jitted gradient, and XLA drops that pure call)
-    assert enqueued(sj) - before == 2 * groups
+    # both backprops ran on simdev, one call each also with groups (the
+    # forward result is unused by the jitted gradient, and XLA drops that
+    # pure call)
+    assert enqueued(sj) - before == 2, groups
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
+def test_grad_grouped_conv_is_per_group_conv(sj, dt):
+    """A grouped convolution's gradient (its groups as a batch dim of one
+    backprop call each) equals, bit for bit, the one-group gradients of
+    its groups computed one by one: the handler runs the same arithmetic
+    on each batch element."""
+    rng = np.random.default_rng(27)
+    g, cg, og = 3, 2, 2
+    x, w = rand(rng, (2, 7, 6, g * cg), dt), rand(rng, (3, 2, cg, g * og), dt)
+    dy_r = rand(rng, (2, 4, 3, g * og), dt)
+    cfg = dict(strides=(2, 2), padding=((1, 1), (0, 1)), dilations=(1, 2))
+
+    def grads(x, w, dy):
+        return jax.vjp(lambda x, w: sj.conv2d(x, w, **cfg), x, w)[1](dy)
+
+    dx, dw = jax.jit(grads)(x, w, dy_r)
+    assert dx.shape == x.shape and dw.shape == w.shape
+    for i in range(g):
+        xi = x[..., i * cg:(i + 1) * cg]
+        wi, dyi = w[..., i * og:(i + 1) * og], dy_r[..., i * og:(i + 1) * og]
+        dxi, dwi = jax.jit(grads)(xi, wi, dyi)
+        np.testing.assert_array_equal(np.asarray(dx)[..., i * cg:(i + 1) * cg], dxi)
+        np.testing.assert_array_equal(np.asarray(dw)[..., i * og:(i + 1) * og], dwi)
+
+
+def test_grad_depthwise_conv_is_two_calls(sj):
+    """A depthwise convolution with 64 channels: the compiled gradient has
+    one call of each backprop (not one pair per channel)."""
+    x, w = np.ones((1, 5, 5, 64), np.float32), np.ones((3, 3, 1, 64), np.float32)
+    f = jax.jit(jax.grad(lambda x, w: jnp.sum(sj.conv2d(x, w)), (0, 1)))
+    assert targets(f.lower(x, w).compile().as_text()) == {
+        "simdev_conv2d_backprop_input": 1, "simdev_conv2d_backprop_filter": 1}
+    dx, dw = f(x, w)
+    ref = jax.grad(lambda x, w: jnp.sum(lax_conv(x, w, (1, 1), "SAME")), (0, 1))(x, w)
+    # sums of at most 25 ones: exact in float32
+    np.testing.assert_array_equal(dx, ref[0])
+    np.testing.assert_array_equal(dw, ref[1])
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
@@ -220,6 +276,7 @@ def test_grad_relu(sj, dt):
     x = rand(rng, (4, 6), dt)
     before = enqueued(sj)
     g = jax.grad(lambda x: jnp.sum(sj.relu(x) * jnp.arange(24.0).reshape(4, 6)))(x)
+    g = np.asarray(g)   # ready before the count is read
     assert enqueued(sj) - before == 2   # relu, relu_grad
     ref = jax.grad(lambda x: jnp.sum(jax.nn.relu(x) * jnp.arange(24.0).reshape(4, 6)))(x)
     np.testing.assert_array_equal(np.asarray(g), np.asarray(ref))
@@ -242,10 +299,26 @@ def test_grad_matmul_bias_act(sj, dt, act, alpha):
     def linear(a, b, bias):
         return jnp.matmul(a, b, precision=HI) + bias
 
-    # sums of 6 (dbias, db) or 5 (da) terms; 8 more for the activation's
-    # derivative
     check_grads(lambda a, b, bias: sj.matmul_bias_act(a, b, bias, act, alpha), ref,
-                (a, b, bias), dt, 6 + 8, "%s alpha=%s" % (act, alpha), mag_fn=linear)
+                (a, b, bias), dt, K_ACT, "%s alpha=%s" % (act, alpha), mag_fn=linear,
+                weight=act_weight(act, np.abs(a) @ np.abs(b) + np.abs(bias)))
+
+
+# The gradients' k for matmul_bias_act below: each gradient sums at most 6
+# (dbias, db) or 5 (da) products of the scaled r with an operand; r's
+# scale act'(z) is computed from y, which is within gamma_5 |z| (4 products
+# and the bias) plus the libm function's few ulps (say 6) of the exact
+# value, and |act''| <= 2 (tanh: 2|y|, sigmoid: |1 - 2y|, elu: 1), plus 3
+# roundings in act' and its product with r. With r's magnitude weighted by
+# 1 + 2 |z| (act_weight), each side stays within gamma_(6 + 5 + 2*6 + 3).
+K_ACT = 6 + 5 + 2 * 6 + 3
+
+
+def act_weight(act, zmag):
+    """The weight of check_grads for an activation: 1 + 2 |z|'s magnitude
+    where act'' != 0, none for the piecewise linear ones (act'' = 0; the
+    kinks have measure zero)."""
+    return 1 + 2 * zmag if act in ("tanh", "sigmoid", "elu") else None
 
 
 def test_grad_matmul_bias_act_transposed_vmapped(sj):
@@ -253,16 +326,22 @@ def test_grad_matmul_bias_act_transposed_vmapped(sj):
     a, b = rand(rng, (3, 4, 6), F64), rand(rng, (5, 4), F64)
     bias = rand(rng, (5,), F64)
 
-    def loss(fn):
-        return lambda a, b, bias: jnp.sum(
-            jax.vmap(fn, in_axes=(0, None, None))(a, b, bias) ** 2)
+    def batched(fn):
+        return lambda a, b, bias: jax.vmap(fn, in_axes=(0, None, None))(a, b, bias)
 
-    got = jax.jit(jax.grad(loss(lambda a, b, c: sj.matmul_bias_act(
-        a, b, c, "elu", transpose_a=True, transpose_b=True)), (0, 1, 2)))(a, b, bias)
-    ref = jax.jit(jax.grad(loss(lambda a, b, c: jax.nn.elu(
-        jnp.matmul(a.T, b.T, precision=HI) + c)), (0, 1, 2)))(a, b, bias)
-    for g, e in zip(got, ref):
-        np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+    def ref(a, b, c):
+        return jax.nn.elu(jnp.matmul(a.T, b.T, precision=HI) + c)
+
+    def linear(a, b, c):
+        return jnp.matmul(a.T, b.T, precision=HI) + c
+
+    zmag = np.abs(np.swapaxes(a, -1, -2)) @ np.abs(b.T) + np.abs(bias)
+    # db and dbias sum over the 3 x 6 rows of the batch (da over 5): 18
+    # products where test_grad_matmul_bias_act has 6
+    check_grads(batched(lambda a, b, c: sj.matmul_bias_act(
+        a, b, c, "elu", transpose_a=True, transpose_b=True)), batched(ref),
+                (a, b, bias), F64, K_ACT - 6 + 18, "elu transposed vmapped",
+                mag_fn=batched(linear), weight=act_weight("elu", zmag))
 
 
 def test_grad_vmap_one_operand_conv(sj):
@@ -271,12 +350,134 @@ def test_grad_vmap_one_operand_conv(sj):
     rng = np.random.default_rng(26)
     xs, w = rand(rng, (3, 1, 6, 6, 2), F64), rand(rng, (3, 3, 2, 2), F64)
 
-    def loss(conv):
-        return lambda xs, w: jnp.sum(jax.vmap(lambda x: conv(x, w))(xs) ** 2)
+    def batched(conv):
+        return lambda xs, w: jax.vmap(lambda x: conv(x, w))(xs)
 
-    got = jax.jit(jax.grad(loss(lambda x, w: sj.conv2d(x, w, strides=(2, 1))),
-                           (0, 1)))(xs, w)
-    ref = jax.jit(jax.grad(loss(lambda x, w: lax_conv(x, w, (2, 1), "SAME", (1, 1))),
-                           (0, 1)))(xs, w)
-    for g, e in zip(got, ref):
-        np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+    # dx sums over 3 x 3 taps x 2 output channels, dw over 3 batch x 3 x 6
+    # output positions
+    check_grads(batched(lambda x, w: sj.conv2d(x, w, strides=(2, 1))),
+                batched(lambda x, w: lax_conv(x, w, (2, 1), "SAME")), (xs, w), F64,
+                max(3 * 3 * 2, 3 * 3 * 6), "vmapped conv, shared filter")
+
+
+# ---- higher orders -----------------------------------------------------------
+
+def hessians(fn, args):
+    """Hessian of a scalar fn w.r.t. every argument pair, by reverse over
+    reverse (jax.hessian, jacfwd over jacrev, needs forward mode)."""
+    argnums = tuple(range(len(args)))
+    return jax.jit(jax.jacrev(jax.jacrev(fn, argnums), argnums))(*args)
+
+
+def check_hessians(sj_fn, ref_fn, mag_fn, args, k, dt, what):
+    """simdev's Hessians by reverse over reverse vs jax.hessian of the jnp
+    version. Bound: a second derivative by reverse over reverse runs four
+    passes (forward, backward, and the backward's own forward and
+    backward); the caller gives k >= the sum of their longest sums. Each
+    side is then within gamma_k of the exact value times the same Hessian
+    of mag_fn (the loss with every term made non-negative, so that each
+    term of the Hessian's expression is at least the magnitude of the
+    exact one) at the operands' magnitudes."""
+    got = hessians(sj_fn, args)
+    argnums = tuple(range(len(args)))
+    ref = jax.jit(jax.hessian(ref_fn, argnums))(*args)
+    mag = jax.jit(jax.hessian(mag_fn, argnums))(*[np.abs(x) for x in args])
+    for i in argnums:
+        for j in argnums:
+            assert got[i][j].dtype == dt
+            assert_close(got[i][j], ref[i][j], np.abs(mag[i][j]), k, dt,
+                         what="%s d2/darg%d darg%d" % (what, i, j))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
+def test_hessian_matmul(sj, dt):
+    """L = sum((op(a) @ b)^2 * r): its second derivatives are products of
+    the operands and r, all through simdev matmuls (the backward's matmuls
+    are custom_vjp matmuls in turn)."""
+    rng = np.random.default_rng(28)
+    a, b = rand(rng, (4, 3), dt), rand(rng, (4, 2), dt)
+    r = rand(rng, (3, 2), dt)
+
+    def loss(mm, r):
+        return lambda a, b: jnp.sum(mm(a, b) ** 2 * r)
+
+    # four passes, each summing at most max(k, m, n) = 4 terms
+    check_hessians(loss(lambda a, b: sj.matmul(a, b, transpose_a=True), r),
+                   loss(lambda a, b: jnp.matmul(a.T, b, precision=HI), r),
+                   loss(lambda a, b: jnp.matmul(a.T, b, precision=HI), np.abs(r)),
+                   (a, b), 4 * 4, dt, "matmul")
+
+
+def test_hessian_relu_matmul(sj):
+    """relu's derivative (relu_grad, a custom_vjp whose derivative in x is
+    0) under a second derivative: L = sum(relu(a @ b)^2)."""
+    rng = np.random.default_rng(29)
+    a, b = rand(rng, (3, 4), F64), rand(rng, (4, 5), F64)
+
+    def loss(mm, act):
+        return lambda a, b: jnp.sum(act(mm(a, b)) ** 2)
+
+    mm = lambda a, b: jnp.matmul(a, b, precision=HI)   # noqa: E731
+    # relu's masks are exact (its kink has measure zero), so the magnitude
+    # loss is sum(z^2); four passes of sums of at most max(k, m, n) = 5
+    check_hessians(loss(sj.matmul, sj.relu), loss(mm, jax.nn.relu),
+                   loss(mm, lambda z: z), (a, b), 4 * 5, F64, "relu")
+
+
+@pytest.mark.parametrize("act", ["tanh", "sigmoid", "elu", "relu"])
+def test_hessian_matmul_bias_act(sj, act):
+    """act's second derivative through the fused op's output y (the
+    residual is the custom_vjp's own result, so it is differentiated too).
+
+    L = sum(r * act(z)), z = a @ b + bias. Its Hessian's terms are
+    r act''(z) b b^T, r act''(z) a b and r act'(z) (the mixed one's
+    diagonal), with |act'| <= 1 and |act''| <= 1 for these four, so they
+    are at most the terms of the Hessian of sum(|r| (z^2 / 2 + z)) at the
+    operands' magnitudes. act' and act'' are computed from the rounded y
+    (within gamma_5 |z| plus 6 libm ulps of exact, as in K_ACT), with
+    derivatives in y of at most 2 (act') and 4 (act''): r's magnitude is
+    weighted by 1 + 4 |z|, and k adds the forward's 5 terms, 2 * 6 ulps and
+    6 roundings to the four passes' sums of at most 4 terms."""
+    rng = np.random.default_rng(30)
+    a, b = rand(rng, (3, 4), F64), rand(rng, (4, 2), F64)
+    bias, r = rand(rng, (2,), F64), rand(rng, (3, 2), F64)
+    zmag = np.abs(a) @ np.abs(b) + np.abs(bias)
+
+    def ref(a, b):
+        return jnp.sum(r * jnp_act(jnp.matmul(a, b, precision=HI) + bias, act, 0.2))
+
+    def mag(a, b):
+        z = jnp.matmul(a, b, precision=HI) + np.abs(bias)
+        return jnp.sum(np.abs(r) * (1 + 4 * zmag) * (z * z / 2 + z))
+
+    check_hessians(lambda a, b: jnp.sum(r * sj.matmul_bias_act(a, b, bias, act)), ref, mag,
+                   (a, b), 4 * 4 + 5 + 2 * 6 + 6, F64, act)
+
+
+def test_hessian_conv2d(sj):
+    """Second derivatives of L = sum(conv(x, w)^2): the backprops' own vjps
+    (conv2d and the other backprop) on simdev; a grouped convolution, whose
+    backprops take the groups as a batch dim at every order."""
+    rng = np.random.default_rng(31)
+    x, w = rand(rng, (1, 4, 4, 4), F64), rand(rng, (2, 2, 2, 4), F64)
+
+    def loss(conv):
+        return lambda x, w: jnp.sum(conv(x, w) ** 2)
+
+    def lconv(x, w):
+        return lax_conv(x, w, (1, 1), ((1, 0), (0, 1)))
+
+    # four passes, each summing at most 4 x 4 output positions (dw; y and
+    # dx sum 2 x 2 x 2 taps)
+    check_hessians(loss(lambda x, w: sj.conv2d(x, w, padding=((1, 0), (0, 1)))),
+                   loss(lconv), loss(lconv), (x, w), 4 * 16, F64, "conv2d")
+
+
+def test_forward_mode_is_refused(sj):
+    """custom_vjp has no JVP: jax.jvp, jacfwd and jax.hessian raise (the
+    module's docstring says so)."""
+    a = np.ones((2, 2), np.float32)
+    for transform in (lambda f: jax.jacfwd(f)(a), lambda f: jax.hessian(
+            lambda a: jnp.sum(f(a)))(a), lambda f: jax.jvp(f, (a,), (a,))):
+        with pytest.raises(TypeError, match="can't apply forward-mode autodiff"):
+            transform(lambda a: sj.matmul(a, a))

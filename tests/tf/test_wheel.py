@@ -2,8 +2,10 @@
 
 A clean clone of HEAD (committed work only: uncommitted changes are not in
 it), then `pip wheel --no-deps -w dist .` with pip's default build isolation:
-the build environment gets tensorflow-cpu==2.21.0 from pyproject.toml's
-build-system.requires, and CMake fetches and builds jemalloc itself. This is
+the build environment gets tensorflow-cpu==2.21.0 and jaxlib==0.10.2 (for
+XLA's FFI header, xla/ffi/api/c_api.h, which libsimdev_xla.so is compiled
+against) from pyproject.toml's build-system.requires, and CMake fetches and
+builds jemalloc itself. This is
 the slowest test of the suite (a few minutes: TensorFlow's 270 MB wheel into
 the build environment, jemalloc, the plugin); it needs the network (PyPI and
 deb.debian.org), as `pip install .` does.
@@ -23,6 +25,10 @@ The wheel's libraries are checked for what another machine of the kind needs:
 libtensorflow_framework.so.2 through RUNPATH $ORIGIN/../tensorflow (not
 libtensorflow_cc.so.2: the graph optimizer finds its two functions in the
 running TF process, src/graph/plugin.c), and the rest from Debian runtime packages (libhwloc15, libopenblas0, libc6, ...).
+
+simdev.jax runs from the wheel too: a child of the venv (whose symlinked
+site-packages hold jax and jaxlib) registers the wheel's libsimdev_xla.so
+and runs a matmul through it, without TensorFlow in the process.
 
 Last, the failure users must see: a wheel build whose Python has no
 TensorFlow stops with CMake's message instead of building a wheel without
@@ -268,6 +274,50 @@ def test_tensorflow_lists_simdev_from_the_wheel(venv):
     assert os.path.realpath(checks["package"]["data"]["library_path"]) == \
         os.path.realpath(plugin), checks["package"]
     assert checks["package"]["data"]["dlpack"] == [2.0, 4.0, 6.0], checks["package"]
+
+
+def test_jax_runs_the_wheels_xla_library(venv):
+    """simdev.jax from the wheel, in a JAX process of the venv: register()
+    loads the wheel's libsimdev_xla.so, a matmul runs on simdev's stream,
+    and TensorFlow is never imported nor mapped."""
+    py, site_new = venv
+    snippet = PRELUDE + "\n" + textwrap.dedent(r'''
+        import sys
+        import numpy as np
+        import simdev.jax as sj
+
+        @check("matmul")
+        def _():
+            sj.register()
+            eye = np.eye(3, dtype=np.float32)
+            a = np.arange(6, dtype=np.float32).reshape(2, 3)
+            r = np.asarray(sj.matmul(a, eye))
+            return {"library_path": sj.library_path(),
+                    "equal": bool((r == a).all()), "dtype": str(r.dtype),
+                    "queued": sj.counts()[0]}
+
+        @check("no_tensorflow")
+        def _():
+            with open("/proc/self/maps") as f:
+                mapped = any("tensorflow" in l for l in f)
+            return {"imported": "tensorflow" in sys.modules, "mapped": mapped}
+    ''')
+    p = run([py, "-c", snippet], cwd="/", timeout=300,
+            env=clean_env(PYTHONUNBUFFERED="1", PYTHONNOUSERSITE="1", JAX_PLATFORMS="cpu"))
+    checks = {}
+    for line in p.stdout.splitlines():
+        if line.startswith(CHECK_MARK):
+            rec = json.loads(line[len(CHECK_MARK):])
+            checks[rec["name"]] = rec
+    what = f"returncode {p.returncode}\n{tail(p.stderr, 40)}"
+    assert p.returncode == 0, what
+    for name in ("matmul", "no_tensorflow"):
+        assert checks.get(name, {}).get("ok"), f"{name}: {checks.get(name)}\n{what}"
+    mm = checks["matmul"]["data"]
+    assert os.path.realpath(mm["library_path"]) == \
+        os.path.realpath(os.path.join(site_new, "simdev", "libsimdev_xla.so")), mm
+    assert mm["equal"] is True and mm["dtype"] == "float32" and mm["queued"] == 1, mm
+    assert checks["no_tensorflow"]["data"] == {"imported": False, "mapped": False}, checks
 
 
 def test_wheel_build_without_tensorflow_is_an_error(tmp_path):
