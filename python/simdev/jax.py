@@ -326,10 +326,22 @@ def _conv_call(x, w, cfg):
     return _call("simdev_conv2d", out, x.dtype, x, w, **_conv_attrs(cfg))
 
 
-def _groups(c, cg):
-    """g for an input depth c and a filter input depth cg (the handler
-    checks that cg divides c; 1 when cg is 0)."""
-    return c // cg if cg else 1
+def _groups(c, cg, o):
+    """g for an input depth c, a filter input depth cg and an output depth
+    o (1 when cg is 0). The backward pass splits the channels into the
+    groups before any handler sees them, so it checks what the forward's
+    handler checks (under jit the backward is traced before the forward
+    runs)."""
+    if not cg:
+        return 1
+    if c % cg:
+        raise _shape_error("conv2d", "the input depth %d (x) is not a "
+                           "multiple of the filter's input depth %d (w)"
+                           % (c, cg))
+    if o % (c // cg):
+        raise _shape_error("conv2d", "the output depth %d (w) is not a "
+                           "multiple of the groups %d" % (o, c // cg))
+    return c // cg
 
 
 def _to_groups(t, g):
@@ -354,7 +366,7 @@ def _grouped_shape(shape, g):
 def _bpi_call(dy, w, x_shape, cfg):
     """simdev_conv2d_backprop_input: dx of x's shape. The target takes one
     group; with g groups, the groups become a batch dim (one call)."""
-    g = _groups(x_shape[-1], w.shape[-2])
+    g = _groups(x_shape[-1], w.shape[-2], w.shape[-1])
     attrs = _conv_attrs(cfg)
     if g == 1:
         return _call("simdev_conv2d_backprop_input", x_shape, dy.dtype, dy,
@@ -367,7 +379,7 @@ def _bpi_call(dy, w, x_shape, cfg):
 def _bpf_call(x, dy, w_shape, cfg):
     """simdev_conv2d_backprop_filter: dw of w's shape; groups as in
     _bpi_call."""
-    g = _groups(x.shape[-1], w_shape[-2])
+    g = _groups(x.shape[-1], w_shape[-2], w_shape[-1])
     attrs = _conv_attrs(cfg)
     if g == 1:
         return _call("simdev_conv2d_backprop_filter", w_shape, x.dtype, x,

@@ -158,6 +158,18 @@ def test_wrapper_argument_errors(sj):
     np.testing.assert_array_equal(np.asarray(sj.relu(np.array([-1.0, 2.0], F32))), [0.0, 2.0])
 
 
+@pytest.mark.parametrize("ws,pattern", [
+    ((3, 3, 2, 4), r"the input depth 5 \(x\) is not a multiple of the filter's input depth 2"),
+    ((3, 3, 1, 7), r"the output depth 7 \(w\) is not a multiple of the groups 5")])
+def test_grad_of_bad_groups_under_jit(sj, ws, pattern):
+    """Under jit the backward pass is traced before the forward runs: its
+    split into groups names the bad depth itself (the forward's handler
+    names it when the forward runs first, as in CASES' conv_depth)."""
+    f = jax.jit(jax.grad(lambda x, w: sj.conv2d(x, w).sum(), (0, 1)))
+    with pytest.raises(ValueError, match=r"simdev.jax.conv2d: " + pattern):
+        f(ones(1, 4, 4, 5), ones(*ws))
+
+
 # strides / dilations that are not a positive int or a pair of them: floats
 # are not rounded (1.7 is not 1), bools are not ints
 BAD_PAIRS = [(0, 1), (1.7, 1), (1, 1.0), 1.5, 0, -2, (1, 1, 1), (1,), "11", (True, 1),
