@@ -4,9 +4,9 @@
 
 simdev.jax registers the typed-FFI handlers of libsimdev_xla.so (C, in
 src/xla/) as XLA:CPU custom-call targets. Each call validates its operands
-on the thread XLA calls it from, queues the arithmetic on a simdev stream (the GEMM and
-im2col code TF's kernels run on SIMDEV) and hands XLA a future that the
-stream's worker completes. This script:
+on the thread XLA calls it from, queues the arithmetic on a simdev stream
+(the GEMM and im2col code TF's kernels run on SIMDEV) and hands XLA a
+future that the stream's worker completes. This script:
 
   1. runs a small conv -> relu -> dense network as one jitted program made
      of several simdev calls, next to the same network in jnp / lax;
