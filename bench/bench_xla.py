@@ -20,6 +20,10 @@ vs a jitted program that returns a constant 0 (XLA's dispatch alone).
 Each simdev result is checked against the xla side once, outside the
 timing.
 
+info records the load average (1-minute at the start; 1, 5 and 15 minutes
+at the end): on a shared 2-CPU machine other jobs move the figures, and a
+table is only worth reading with it.
+
 --quick: one small case of each kind, 3 repetitions (a smoke run).
 """
 import os
@@ -103,7 +107,7 @@ def empty_case(reps):
     name = "one empty call (simdev_empty vs empty jit)"
     common.progress(f"[{GROUP}] {name}: {reps} reps x 2 sides")
     samples = common.alternate({"simdev": timed(simdev), "xla": timed(xla)},
-                               reps, rounds=min(reps, 20), warmup=0)
+                               reps, rounds=reps, warmup=0)
     return common.case(GROUP, name, samples)
 
 
@@ -111,6 +115,7 @@ def run(quick=False):
     sj.register()
     rng = np.random.default_rng(0)
     e0, c0, f0 = sj.counts()
+    load_start = os.getloadavg()[0]
     cases = [matmul_case(dt, n, reps, rng)
              for dt, n, reps in (MATMUL_QUICK if quick else MATMUL_FULL)]
     cases += [conv_case(xs, ws, reps, rng)
@@ -120,7 +125,10 @@ def run(quick=False):
     # Every queued call completed, none failed: no lost completion.
     assert (e1 - e0, f1 - f0) == (c1 - c0, 0), (e0, c0, f0, e1, c1, f1)
     assert "tensorflow" not in sys.modules, "bench_xla must not load TensorFlow"
+    load = os.getloadavg()  # the machine's load over the run's last minutes
     info = {"jax": jax.__version__, "cpus": os.cpu_count(), "quick": bool(quick),
+            "loadavg_1_5_15": [round(x, 2) for x in load],
+            "loadavg_1_at_start": round(load_start, 2),
             "SIMDEV_SYNC": os.environ.get("SIMDEV_SYNC"),
             "OPENBLAS_CORETYPE": os.environ.get("OPENBLAS_CORETYPE"),
             "XLA_FLAGS": os.environ.get("XLA_FLAGS")}

@@ -40,10 +40,17 @@
  * simdev's real targets are typed-FFI handlers.
  *
  * Synchronous: the result must be complete when the function returns, and
- * there is no future to complete later, so the product runs here on XLA's
- * thread (sa_gemm, spread over device_sim's pool), not on the simdev stream:
- * a stream failure could not be reported either. The calling thread keeps
- * XLA's floating-point mode (sa_gemm's pool helpers flush denormals).
+ * there is no future to complete later, so the product runs here on the
+ * calling thread (sa_gemm, spread over device_sim's pool), not on the simdev
+ * stream: a stream failure could not be reported either. The calling thread
+ * is whichever runs the program at that point: one of XLA:CPU's, or
+ * simdev0-s0 when the call follows a simdev call in the program (completing
+ * a simdev future runs XLA's next ops on the worker; docs/xla-custom-calls.md,
+ * "Asynchronous handlers"). Either way denormals are flushed: XLA:CPU runs
+ * its program with FTZ and DAZ set (MXCSR 0x9fe2 seen from a legacy target
+ * on jaxlib 0.10.2; tests/jax/test_jax_legacy.py pins the effect), like
+ * simdev's threads and sa_gemm's pool helpers. This function does not change
+ * the calling thread's floating-point mode.
  *
  * Thread contract: any thread, also concurrently; the only shared state is
  * the once-flag of sa_blas_init.
@@ -98,6 +105,14 @@ static bool parse_size(const char** p, const char* end, const char* key,
   return true;
 }
 
+/* Copies n bytes of src into dst (n + 1 bytes), each non-printable byte
+ * (a NUL included) as '?', and terminates it: opaque is bytes, not text. */
+static void shown_bytes(char* dst, const char* src, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    dst[i] = isprint((unsigned char)src[i]) ? src[i] : '?';
+  dst[n] = '\0';
+}
+
 /* Parses opaque into m, k, n and dt; false with why filled. */
 static bool parse_opaque(const char* opaque, size_t len, int64_t* m, int64_t* k,
                          int64_t* n, sa_dtype* dt, char* why, size_t why_len) {
@@ -124,8 +139,9 @@ static bool parse_opaque(const char* opaque, size_t len, int64_t* m, int64_t* k,
   } else if (rest == 3 && memcmp(p, "f64", 3) == 0) {
     *dt = SA_F64;
   } else {
-    snprintf(why, why_len, "dtype must be f32 or f64, got '%.*s'",
-             (int)(rest > 16 ? 16 : rest), p);
+    char got[17];
+    shown_bytes(got, p, rest > 16 ? 16 : rest);
+    snprintf(why, why_len, "dtype must be f32 or f64, got '%s'", got);
     return false;
   }
   /* m * k, k * n and m * n elements, in bytes, must fit in int64 (each
@@ -146,9 +162,7 @@ static bool parse_opaque(const char* opaque, size_t len, int64_t* m, int64_t* k,
 static void report(const char* opaque, size_t len, const char* why) {
   char shown[80];
   size_t n = len < sizeof(shown) - 1 ? len : sizeof(shown) - 1;
-  for (size_t i = 0; i < n; i++)
-    shown[i] = isprint((unsigned char)opaque[i]) ? opaque[i] : '?';
-  shown[n] = '\0';
+  shown_bytes(shown, opaque, n);
   fprintf(stderr,
           "%s: bad opaque \"%s%s\": %s (expected "
           "\"m=<m>,k=<k>,n=<n>,dtype=f32|f64\"); the result is left "

@@ -1,14 +1,19 @@
 /*
- * ffi_probe.c - a test-only typed-FFI handler that answers XLA's metadata
- * request with API version 1.0, which jaxlib 0.10.2 (API 0.3) must refuse.
+ * ffi_probe.c - test-only typed-FFI handlers that answer XLA's metadata
+ * request wrongly, which jaxlib 0.10.2 (API 0.3) must refuse:
+ *   probe_badver  answers API version 1.0 (a newer major version);
+ *   probe_noans   does not answer at all (returns NULL, the version left
+ *                 at 0.0), as a handler that ignores the metadata call does.
  * Built with cc by tests/jax/test_jax_docs.py against jaxlib's c_api.h, to
- * pin what docs/xla-custom-calls.md says about the handshake.
+ * pin what docs/xla-custom-calls.md says about the handshake. Neither is
+ * ever executed: XLA refuses them at registration.
  */
 #include <stddef.h>
 
 #include "xla/ffi/api/c_api.h"
 
 XLA_FFI_Error* probe_badver(XLA_FFI_CallFrame* frame);
+XLA_FFI_Error* probe_noans(XLA_FFI_CallFrame* frame);
 
 XLA_FFI_Error* probe_badver(XLA_FFI_CallFrame* frame) {
   XLA_FFI_Extension_Base* ext = frame->extension_start;
@@ -17,5 +22,10 @@ XLA_FFI_Error* probe_badver(XLA_FFI_CallFrame* frame) {
     md->api_version.major_version = 1;
     md->api_version.minor_version = 0;
   }
-  return NULL; /* never executed: the registration is refused */
+  return NULL;
+}
+
+XLA_FFI_Error* probe_noans(XLA_FFI_CallFrame* frame) {
+  (void)frame;
+  return NULL;
 }

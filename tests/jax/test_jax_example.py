@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from jaxutil import jax_module, sj  # noqa: F401 (fixtures)
+from jaxutil import child_env, jax_module, sj  # noqa: F401 (fixtures)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "jax_custom_call.py")
@@ -20,9 +20,8 @@ EXAMPLE = os.path.join(ROOT, "examples", "jax_custom_call.py")
 
 @pytest.fixture(scope="module")
 def out():
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SIMDEV_")}
-    env["JAX_PLATFORMS"] = "cpu"
-    p = subprocess.run([sys.executable, EXAMPLE], env=env, capture_output=True,
+    # Not jaxutil.run_py: the example is a file, run as a user runs it.
+    p = subprocess.run([sys.executable, EXAMPLE], env=child_env(), capture_output=True,
                        text=True, timeout=300, cwd=ROOT)
     assert p.returncode == 0, f"exit {p.returncode}\n{p.stdout}\n{p.stderr[-3000:]}"
     return p.stdout

@@ -10,47 +10,37 @@ jaxlib release that changes it is noticed:
 
 - the oldest versions 1 and 2 (the seed's `fn(out, in)`) still run, with
   a logged notice that XLA:CPU is removing them (tests/jax/legacy_probe.c,
-  built here with cc);
+  built here with cc); version 3 runs without one;
 - the convention's error function, XlaCustomCallStatusSetFailure, is not
   exported by jaxlib, so a legacy target cannot fail a call: a bad opaque is
   reported on stderr and the result is left unwritten;
 - typed attributes need the typed FFI, and the two kinds of target live in
-  separate registries.
+  separate registries;
+- XLA:CPU flushes denormals like simdev's threads: a product of denormal
+  inputs is 0 from the legacy target, simdev_matmul and jnp alike.
 
 JAX runs in this process (no TensorFlow: jaxutil.jax_module checks it);
 the logging and stderr cases run in a child process.
 """
 import ctypes
 import os
-import shutil
-import subprocess
-import sys
-import textwrap
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxutil import jax_module, sj  # noqa: F401 (fixtures)
+from jaxutil import jax_module, run_py, sj  # noqa: F401 (fixtures)
+from probeutil import build_probe
 
 TARGET = "simdev_legacy_matmul"
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def xla_library():
-    import simdev
-
-    path = os.path.join(os.path.dirname(simdev.__file__), "libsimdev_xla.so")
-    assert os.path.exists(path), f"{path} is not installed (make install)"
-    return path
 
 
 @pytest.fixture(scope="module")
-def legacy():
+def legacy(sj):
     """The legacy target, registered in the legacy registry (api_version=0),
     and a wrapper that builds its opaque from the operands' shapes."""
-    lib = ctypes.CDLL(xla_library())
+    lib = ctypes.CDLL(sj.library_path())
     jax.ffi.register_ffi_target(TARGET,
                                 jax.ffi.pycapsule(lib.simdev_xla_legacy_matmul),
                                 platform="cpu", api_version=0)
@@ -64,7 +54,7 @@ def opaque_of(a, b):
     return f"m={m},k={k},n={n},dtype={dt}"
 
 
-def legacy_matmul(a, b, opaque=None):
+def legacy_matmul(a, b):
     """a [m, k] @ b [k, n] through simdev_legacy_matmul. The shapes are
     checked here: the C side sees only opaque. vmap "sequential": each call
     sees the unbatched shapes the opaque describes (broadcast_all would hand
@@ -73,7 +63,7 @@ def legacy_matmul(a, b, opaque=None):
     assert a.dtype == b.dtype and a.dtype in (jnp.float32, jnp.float64)
     out = jax.ShapeDtypeStruct((a.shape[0], b.shape[1]), a.dtype)
     return jax.ffi.ffi_call(TARGET, out, custom_call_api_version=3,
-                            legacy_backend_config=opaque or opaque_of(a, b),
+                            legacy_backend_config=opaque_of(a, b),
                             vmap_method="sequential")(a, b)
 
 
@@ -174,10 +164,11 @@ def test_status_failure_is_not_exported():
 
 
 CHILD = r'''
-import ctypes, os, sys
+import ctypes, sys
 import jax, jax.numpy as jnp, numpy as np
-lib = ctypes.CDLL(sys.argv[1])
-probe = ctypes.CDLL(sys.argv[2])
+import simdev.jax as sj
+lib = ctypes.CDLL(sj.library_path())
+probe = ctypes.CDLL(%(probe)r)
 jax.ffi.register_ffi_target("simdev_legacy_matmul",
     jax.ffi.pycapsule(lib.simdev_xla_legacy_matmul), platform="cpu", api_version=0)
 for v in (1, 2):
@@ -186,16 +177,16 @@ for v in (1, 2):
 out4 = jax.ShapeDtypeStruct((4,), jnp.float32)
 x, y = jnp.arange(4, dtype=jnp.float32), jnp.full(4, 2.0, jnp.float32)
 for v in (1, 2):
-    r = jax.ffi.ffi_call(f"probe_v{v}", out4, custom_call_api_version=v)(x, y)
-    print(f"probe_v{v}", np.asarray(r).tolist(), flush=True)
+    check(f"probe_v{v}")(lambda: np.asarray(jax.ffi.ffi_call(
+        f"probe_v{v}", out4, custom_call_api_version=v)(x, y)).tolist())
 a, b = jnp.ones((2, 3), jnp.float32), jnp.ones((3, 4), jnp.float32)
 def call(opaque):
     return jax.ffi.ffi_call("simdev_legacy_matmul", jax.ShapeDtypeStruct((2, 4), jnp.float32),
                             custom_call_api_version=3, legacy_backend_config=opaque)(a, b)
-for bad in sys.argv[3:]:
+for i, bad in enumerate(%(bad)r):
     call(bad).block_until_ready()
     sys.stderr.flush()
-    print("after bad:", np.asarray(call("m=2,k=3,n=4,dtype=f32")).tolist(), flush=True)
+    check(f"after bad {i}")(lambda: np.asarray(call("m=2,k=3,n=4,dtype=f32")).tolist())
 '''
 
 BAD_OPAQUES = {
@@ -211,41 +202,53 @@ BAD_OPAQUES = {
 
 @pytest.fixture(scope="module")
 def child(tmp_path_factory):
-    cc = shutil.which("cc")
-    if cc is None:
-        pytest.fail("cc not found: tests/jax/legacy_probe.c is built with it")
-    probe = tmp_path_factory.mktemp("legacy_probe") / "liblegacy_probe.so"
-    p = subprocess.run([cc, "-shared", "-fPIC", "-Wall", "-Werror", "-o", str(probe),
-                        os.path.join(HERE, "legacy_probe.c")],
-                       capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SIMDEV_")}
-    env["JAX_PLATFORMS"] = "cpu"
-    p = subprocess.run([sys.executable, "-c", textwrap.dedent(CHILD), xla_library(),
-                        str(probe), *BAD_OPAQUES], env=env, capture_output=True,
-                       text=True, timeout=120)
-    assert p.returncode == 0, p.stderr[-3000:]
-    assert "tensorflow" not in sys.modules
-    return p
+    """One child process (jaxutil.run_py: exits 0, never imports
+    TensorFlow): the two probes, then each bad opaque followed by a good
+    call. Its stderr holds XLA's log and legacy.c's reports."""
+    probe = build_probe(tmp_path_factory, "legacy_probe.c")
+    return run_py(CHILD % {"probe": probe, "bad": list(BAD_OPAQUES)})
 
 
 def test_oldest_versions_still_run_with_a_removal_notice(child):
-    out = child.stdout.splitlines()
-    assert "probe_v1 [2.0, 3.0, 4.0, 5.0]" in out
-    assert "probe_v2 [-2.0, -1.0, 0.0, 1.0]" in out
+    assert child.value("probe_v1") == [2.0, 3.0, 4.0, 5.0]
+    assert child.value("probe_v2") == [-2.0, -1.0, 0.0, 1.0]
+    stderr = child.proc.stderr
     for name in ("API_VERSION_ORIGINAL", "API_VERSION_STATUS_RETURNING"):
         notice = (f"Custom call API version `{name}` is not supported by XLA:CPU")
-        assert notice in child.stderr, child.stderr[-2000:]
-    assert "Custom call target: probe_v1" in child.stderr
-    assert "Custom call target: probe_v2" in child.stderr
+        assert notice in stderr, stderr[-2000:]
+    assert "Custom call target: probe_v1" in stderr
+    assert "Custom call target: probe_v2" in stderr
+
+
+def test_version_3_runs_silently(child):
+    """The version simdev's target uses gets no notice (the child ran it
+    once per bad opaque and once after each)."""
+    assert "API_VERSION_STATUS_RETURNING_UNIFIED" not in child.proc.stderr
+    assert f"Custom call target: {TARGET}" not in child.proc.stderr
 
 
 def test_bad_opaque_reported_and_process_goes_on(child):
-    lines = [ln for ln in child.stderr.splitlines() if ln.startswith(f"{TARGET}: bad opaque")]
-    assert len(lines) == len(BAD_OPAQUES), child.stderr[-3000:]
+    stderr = child.proc.stderr
+    lines = [ln for ln in stderr.splitlines() if ln.startswith(f"{TARGET}: bad opaque")]
+    assert len(lines) == len(BAD_OPAQUES), stderr[-3000:]
     for line, (bad, why) in zip(lines, BAD_OPAQUES.items()):
         assert f'bad opaque "{bad}": {why}' in line, line
         assert "the result is left unwritten" in line
     # Each bad call is followed by a good one with the right result.
-    good = [ln for ln in child.stdout.splitlines() if ln.startswith("after bad:")]
-    assert good == ["after bad: " + str([[3.0] * 4] * 2)] * len(BAD_OPAQUES)
+    for i in range(len(BAD_OPAQUES)):
+        assert child.value(f"after bad {i}") == [[3.0] * 4] * 2
+
+
+def test_denormals_flushed_like_xla(legacy, sj):
+    """XLA:CPU runs its programs with denormals flushed (FTZ and DAZ), as
+    simdev's threads do: a product of denormal inputs is 0 from the legacy
+    target (on XLA's thread), simdev_matmul (on simdev's) and jnp alike,
+    and the two simdev targets agree bit for bit."""
+    tiny = np.float32(1e-39)
+    assert 0 < tiny < np.finfo(np.float32).tiny  # a float32 denormal
+    a = jnp.full((4, 4), tiny, jnp.float32)
+    b = jnp.ones((4, 4), jnp.float32)
+    old = np.asarray(jax.jit(legacy)(a, b))
+    new = np.asarray(jax.jit(sj.matmul)(a, b))
+    ref = np.asarray(jax.jit(jnp.dot)(a, b))
+    assert np.all(ref == 0) and np.all(old == 0) and np.all(new == 0), (old, new, ref)

@@ -161,6 +161,14 @@ static void bad_opaques(void** state) {
   assert_non_null(strstr(call(c, in, NULL, 0), "opaque is empty"));
   const char bin[3] = {'m', '\n', '\x01'};
   assert_non_null(strstr(call(c, in, bin, 3), "bad opaque \"m??\""));
+  /* ... in the dtype's part too: a NUL there used to end the shown value
+   * early ("got 'f'"), hiding the rest. */
+  const char nul[] =
+      "m=2,k=3,n=4,dtype=f\0"
+      "32\x7f";
+  const char* err = call(c, in, nul, sizeof(nul) - 1);
+  assert_non_null(strstr(err, "dtype must be f32 or f64, got 'f?32?'"));
+  assert_non_null(strstr(err, "bad opaque \"m=2,k=3,n=4,dtype=f?32?\""));
   for (int j = 0; j < 4; j++) assert_true(c[j] == 5);
 }
 
