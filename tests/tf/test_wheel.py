@@ -120,6 +120,11 @@ def test_wheel_holds_the_plugin_and_the_package(wheel):
     extra = {t for t in top if not t.endswith(".dist-info")} - {"simdev", "tensorflow-plugins"}
     assert not extra, f"unexpected top-level entries in the wheel: {extra}"
     assert re.search(r"^Requires-Dist: tensorflow-cpu==2\.21", meta, re.M), meta[:800]
+    # The README's `pip install '.[jax]'`: the pinned JAX simdev.jax is built for.
+    assert re.search(r"^Provides-Extra: jax$", meta, re.M), meta[:1200]
+    for pkg in ("jax", "jaxlib"):
+        assert re.search(rf'^Requires-Dist: {pkg}==0\.10\.2; extra == "jax"$',
+                         meta, re.M), meta[:1200]
 
 
 def new_venv(root):
