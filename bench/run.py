@@ -137,7 +137,10 @@ def merge_previous(out, meta, results):
             f"(`bench/run.py --only {','.join(new)} --merge`, "
             f"{meta['wall_seconds']:.0f} s)")
     m = dict(old["meta"])
-    m["merged"] = m.get("merged", []) + [note]
+    # A note whose groups all ran again now is superseded by this one.
+    kept = [n for n in m.get("merged", [])
+            if not set(n.split(" re-run ")[0].split(", ")) <= set(new)]
+    m["merged"] = kept + [note]
     m["quick"] = bool(m.get("quick")) or meta["quick"]
     return m, merged
 
