@@ -2,7 +2,7 @@
 
 ``libsimdev_xla.so`` (installed beside this module) holds XLA typed-FFI
 handlers written in C (src/xla/): each validates its operands and attributes
-on XLA's thread, queues the work on a simdev stream and returns an
+on the thread XLA calls it from, queues the work on a simdev stream and returns an
 ``XLA_FFI_Future`` that the stream's worker completes. The library links
 simdev's device and arithmetic, never TensorFlow, and neither does this
 module: a JAX process that uses it does not load TensorFlow.
@@ -328,11 +328,12 @@ def _conv_call(x, w, cfg):
 
 def _groups(c, cg, o):
     """g for an input depth c, a filter input depth cg and an output depth
-    o (1 when cg is 0). The backward pass splits the channels into the
-    groups before any handler sees them, so it checks what the forward's
-    handler checks (under jit the backward is traced before the forward
-    runs)."""
-    if not cg:
+    o (1 when cg or c is 0: an input of depth 0 gives zeros, which the
+    one-group handlers compute too). The backward pass splits the channels
+    into the groups before any handler sees them, so it checks what the
+    forward's handler checks (under jit the backward is traced before the
+    forward runs)."""
+    if not cg or not c:
         return 1
     if c % cg:
         raise _shape_error("conv2d", "the input depth %d (x) is not a "

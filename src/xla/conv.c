@@ -16,9 +16,10 @@
  * explicit_paddings: s64 array [top, bottom, left, right] (>= 0; all zeros
  * unless EXPLICIT).
  *
- * Handlers run on XLA's thread; cv_run on the stream worker, which takes
- * the im2col scratch from the device region: when it does not fit, the
- * call fails with RESOURCE_EXHAUSTED through its future.
+ * Handlers run on the thread XLA calls them from (XLA's, or simdev0-s0
+ * when a simdev call precedes them in the program); cv_run on the stream
+ * worker, which takes the im2col scratch from the device region: when it does
+ * not fit, the call fails with RESOURCE_EXHAUSTED through its future.
  */
 #include <inttypes.h>
 #include <stdio.h>

@@ -11,7 +11,8 @@
  * The scalar functions are arith/scalar.h's (TF's Relu and ReluGrad
  * kernels run them), spread over device_sim's pool on the worker.
  *
- * Handlers run on XLA's thread; the run functions on the stream worker.
+ * Handlers run on the thread XLA calls them from (sx.h); the run
+ * functions on the stream worker.
  */
 #include <stdio.h>
 #include <string.h>

@@ -14,7 +14,8 @@
  *   and alpha: f32 scalar (leaky_relu's slope; required always).
  * dtype float32 or float64, the same for all.
  *
- * Handlers run on XLA's thread; mm_run on the stream worker.
+ * Handlers run on the thread XLA calls them from (sx.h); mm_run on the
+ * stream worker.
  */
 #include <inttypes.h>
 #include <string.h>
@@ -36,7 +37,7 @@ typedef struct mm_job {
 
 /* Worker: one sa_gemm per batch element; the fused epilogue takes that
  * element's bias row. An empty contraction (k == 0, fused only: the plain
- * one is written on XLA's thread) is act(0 + bias). */
+ * one is written on the calling thread) is act(0 + bias). */
 static XLA_FFI_Error_Code mm_run(sx_job* j, sim_device* dev, char* msg,
                                  size_t len) {
   const mm_job* g = (const mm_job*)j;

@@ -1,8 +1,8 @@
 /*
  * runtime.c - the device and stream behind the XLA handlers, and the life of
- * a job: queued by a handler on XLA's thread, run on the stream's worker,
- * completed there by setting the handler's XLA_FFI_Future (or waking the
- * handler, with SIMDEV_SYNC=1).
+ * a job: queued by a handler on the thread XLA calls it from, run on the
+ * stream's worker, completed there by setting the handler's XLA_FFI_Future (or
+ * waking the handler, with SIMDEV_SYNC=1).
  *
  * One device (ordinal 0) and one stream serve every caller: XLA:CPU may call
  * handlers from several threads at once (independent parts of a program,

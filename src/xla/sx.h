@@ -13,23 +13,26 @@
  *   1. The metadata request (call_frame->extension_start of type
  *      XLA_FFI_Extension_Metadata, made by XLA when the target is
  *      registered): writes the header's API version and returns NULL.
- *   2. Validation on XLA's thread: arity, dtype (float32 or float64, all
- *      equal), rank, every dim of operands and result, every attribute
- *      (missing, wrong type, wrong length, bad value, unexpected name).
- *      Any problem returns an XLA_FFI_Error: INVALID_ARGUMENT for bad
- *      input, UNIMPLEMENTED for what simdev lacks (grouped backprops, sizes
- *      past OpenBLAS's int), with a message that starts with the target
- *      name ("simdev_matmul: operand a must be float32 or float64, got
- *      s32"). Nothing on this path aborts. Before validation the device is
- *      made (simdev_xla_init): a bad SIMDEV_* setting or SIMDEV_DISABLE=1
- *      is FAILED_PRECONDITION, no memory for the device RESOURCE_EXHAUSTED,
- *      a call on the worker during a shutdown UNAVAILABLE.
- *   3. Zero-size results complete at once. A result with elements but an
- *      empty contraction is written as zeros on XLA's thread (matmul and
- *      the convolutions); matmul_bias_act's act(bias) goes through the
- *      stream like any job.
- *   4. Otherwise one work item goes onto the stream of simdev device 0
- *      (created lazily, see simdev_xla_init). The handler creates an
+ *   2. Validation on the calling thread (XLA's, or simdev0-s0 when a
+ *      simdev call precedes it in the program: see the thread contract):
+ *      arity, dtype (float32 or float64, all equal), rank, every dim of
+ *      operands and result, every attribute (missing, wrong type, wrong
+ *      length, bad value, unexpected name). Any problem returns an
+ *      XLA_FFI_Error: INVALID_ARGUMENT for bad input, UNIMPLEMENTED for
+ *      what simdev lacks (grouped backprops, sizes past OpenBLAS's int),
+ *      with a message that starts with the target name ("simdev_matmul:
+ *      operand a must be float32 or float64, got s32"). Nothing on this
+ *      path aborts.
+ *   3. Zero-size results complete at once, and a result with elements but
+ *      an empty contraction is written as zeros on the calling thread
+ *      (matmul and the convolutions): neither needs the device, so both
+ *      succeed whatever the settings. matmul_bias_act's act(bias) is a
+ *      job like any other (4).
+ *   4. Otherwise one work item goes onto the stream of simdev device 0,
+ *      made now if it does not exist (simdev_xla_init: a bad SIMDEV_*
+ *      setting or SIMDEV_DISABLE=1 is FAILED_PRECONDITION, no memory for
+ *      the device RESOURCE_EXHAUSTED, a call on the worker during a
+ *      shutdown UNAVAILABLE). The handler creates an
  *      XLA_FFI_Future, stores it in call_frame->future and returns NULL;
  *      the item's done callback, on the stream's worker thread
  *      ("simdev0-s0"), sets the future available, or sets its error
@@ -82,7 +85,7 @@ SX_EXPORT XLA_FFI_Error* simdev_xla_empty(XLA_FFI_CallFrame* frame);
  * buffers, opaque "m=<m>,k=<k>,n=<n>,dtype=f32|f64" (not NUL-terminated),
  * status XLA's XlaCustomCallStatus*, unused (no jaxlib library exports the
  * function that would set it: docs/xla-custom-calls.md). Synchronous, on
- * XLA's thread; a bad opaque writes one line on stderr and leaves out
+ * calling thread; a bad opaque writes one line on stderr and leaves out
  * unwritten. */
 SX_EXPORT void simdev_xla_legacy_matmul(void* out, const void** in,
                                         const char* opaque, size_t opaque_len,
@@ -113,7 +116,7 @@ SX_EXPORT void simdev_xla_counts(uint64_t* enqueued, uint64_t* completed,
  * threads wait for it to finish; one called on the stream's worker (by an
  * XLA continuation of a job being drained) fails at once with UNAVAILABLE.
  * The next call creates a new device and stream, reading the settings
- * again. Returns 0 (SIM_OK), or SIM_EINVAL doing nothing when called on
+ * again. Returns 0 (SIM_OK), or -1 (SIM_EINVAL) doing nothing when called on
  * the stream's worker (from a host callback or a continuation: draining
  * the stream would wait for that very thread). For tests and clean
  * teardown; a process that just exits need not call it. */

@@ -26,7 +26,7 @@
  * program uses; a bound keeps shapes in fixed arrays and messages short). */
 #define SX_MAX_RANK 32
 
-/* One handler call, on XLA's thread. */
+/* One handler call, on the calling thread. */
 typedef struct sx_call {
   XLA_FFI_CallFrame* frame;
   const XLA_FFI_Api* api;

@@ -231,6 +231,20 @@ def test_grad_conv2d(sj, dt, case):
     assert enqueued(sj) - before == 2, groups
 
 
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_grad_conv2d_input_depth_zero(sj, jit):
+    """An input of depth 0 against a filter of input depth 2: the forward
+    gives zeros (the handler's groups = 0), and so does the gradient: dx
+    of depth 0, dw all zeros (a regression: the grouped backward once
+    divided by the group count)."""
+    x = np.zeros((1, 4, 4, 0), np.float32)
+    w = np.ones((3, 3, 2, 4), np.float32)
+    f = jax.grad(lambda x, w: jnp.sum(sj.conv2d(x, w) ** 2), (0, 1))
+    dx, dw = (jax.jit(f) if jit else f)(x, w)
+    assert dx.shape == (1, 4, 4, 0) and dw.shape == w.shape
+    assert not np.any(np.asarray(dw))
+
+
 @pytest.mark.parametrize("dt", [np.float32, np.float64], ids=["f32", "f64"])
 def test_grad_grouped_conv_is_per_group_conv(sj, dt):
     """A grouped convolution's gradient (its groups as a batch dim of one
