@@ -259,17 +259,7 @@ def test_tensorflow_lists_simdev_from_the_wheel(venv):
             return {"library_path": simdev.library_path(),
                     "dlpack": np.from_dlpack(sdl.wrap(t)).tolist()}
     ''')
-    p = run([py, "-c", snippet], cwd="/", timeout=300,
-            env=clean_env(PYTHONUNBUFFERED="1", PYTHONNOUSERSITE="1"))
-    checks = {}
-    for line in p.stdout.splitlines():
-        if line.startswith(CHECK_MARK):
-            rec = json.loads(line[len(CHECK_MARK):])
-            checks[rec["name"]] = rec
-    what = f"returncode {p.returncode}\n{tail(p.stderr, 40)}"
-    assert p.returncode == 0, what
-    for name in ("devices", "maps", "matmul", "package"):
-        assert checks.get(name, {}).get("ok"), f"{name}: {checks.get(name)}\n{what}"
+    checks = run_checks(py, snippet, ("devices", "maps", "matmul", "package"))
     plugin = os.path.join(site_new, "tensorflow-plugins", "libsimdev.so")
     assert checks["devices"]["data"]["simdev"] == ["/physical_device:SIMDEV:0"], checks
     assert checks["maps"]["data"]["libs"] == [os.path.realpath(plugin)], \
@@ -279,6 +269,24 @@ def test_tensorflow_lists_simdev_from_the_wheel(venv):
     assert os.path.realpath(checks["package"]["data"]["library_path"]) == \
         os.path.realpath(plugin), checks["package"]
     assert checks["package"]["data"]["dlpack"] == [2.0, 4.0, 6.0], checks["package"]
+
+
+def run_checks(py, snippet, names, **env):
+    """Runs snippet (PRELUDE's check() records) with the venv's python in a
+    clean environment; asserts it exited 0 and that every check in names
+    passed; returns the records by name."""
+    p = run([py, "-c", snippet], cwd="/", timeout=300,
+            env=clean_env(PYTHONUNBUFFERED="1", PYTHONNOUSERSITE="1", **env))
+    checks = {}
+    for line in p.stdout.splitlines():
+        if line.startswith(CHECK_MARK):
+            rec = json.loads(line[len(CHECK_MARK):])
+            checks[rec["name"]] = rec
+    what = f"returncode {p.returncode}\n{tail(p.stderr, 40)}"
+    assert p.returncode == 0, what
+    for name in names:
+        assert checks.get(name, {}).get("ok"), f"{name}: {checks.get(name)}\n{what}"
+    return checks
 
 
 def test_jax_runs_the_wheels_xla_library(venv):
@@ -307,17 +315,8 @@ def test_jax_runs_the_wheels_xla_library(venv):
                 mapped = any("tensorflow" in l for l in f)
             return {"imported": "tensorflow" in sys.modules, "mapped": mapped}
     ''')
-    p = run([py, "-c", snippet], cwd="/", timeout=300,
-            env=clean_env(PYTHONUNBUFFERED="1", PYTHONNOUSERSITE="1", JAX_PLATFORMS="cpu"))
-    checks = {}
-    for line in p.stdout.splitlines():
-        if line.startswith(CHECK_MARK):
-            rec = json.loads(line[len(CHECK_MARK):])
-            checks[rec["name"]] = rec
-    what = f"returncode {p.returncode}\n{tail(p.stderr, 40)}"
-    assert p.returncode == 0, what
-    for name in ("matmul", "no_tensorflow"):
-        assert checks.get(name, {}).get("ok"), f"{name}: {checks.get(name)}\n{what}"
+    checks = run_checks(py, snippet, ("matmul", "no_tensorflow"),
+                        JAX_PLATFORMS="cpu")
     mm = checks["matmul"]["data"]
     assert os.path.realpath(mm["library_path"]) == \
         os.path.realpath(os.path.join(site_new, "simdev", "libsimdev_xla.so")), mm
