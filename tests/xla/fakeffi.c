@@ -430,6 +430,12 @@ void ff_conv_attrs(ff_frame* f, int64_t sh, int64_t sw, int64_t dh, int64_t dw,
 
 /* ---- misc ---------------------------------------------------------------- */
 
+int ff_teardown_shutdown(void** state) {
+  (void)state;
+  simdev_xla_shutdown();
+  return 0;
+}
+
 int ff_scale(void) {
   const char* s = getenv("SIMDEV_TEST_SCALE");
   long v = s ? strtol(s, NULL, 10) : 1;

@@ -136,6 +136,26 @@ void ff_assert_error_at(const ff_result* r, XLA_FFI_Error_Code code,
 void ff_conv_attrs(ff_frame* f, int64_t sh, int64_t sw, int64_t dh, int64_t dw,
                    const char* padding, const int64_t* pads);
 
+/* Element i of a float32 / float64 buffer, as a double. */
+static inline double ff_get(const void* p, XLA_FFI_DataType dt, int64_t i) {
+  return dt == XLA_FFI_DataType_F32 ? ((const float*)p)[i]
+                                    : ((const double*)p)[i];
+}
+
+/* Calls h on f and asserts it returned (not through a future) an error of
+ * code whose message starts with `prefix` (a variable in scope) and
+ * contains want. */
+#define FF_EXPECT(h, f, code, want)               \
+  do {                                            \
+    ff_result r_ = ff_call((h), &(f));            \
+    assert_true(r_.returned_error);               \
+    ff_assert_error(&r_, (code), prefix, (want)); \
+  } while (0)
+
+/* A cmocka group teardown: simdev_xla_shutdown (every thread joined, the
+ * device released, for valgrind's leak check). */
+int ff_teardown_shutdown(void** state);
+
 /* Random values in [-1, 1) from a fixed seed (tests are reproducible). */
 void ff_fill(void* p, XLA_FFI_DataType dt, int64_t n, uint64_t* seed);
 

@@ -24,9 +24,6 @@
 static size_t esize(XLA_FFI_DataType dt) {
   return dt == F32 ? 4 : 8;
 }
-static double get(const void* p, XLA_FFI_DataType dt, int64_t i) {
-  return dt == F32 ? ((const float*)p)[i] : ((const double*)p)[i];
-}
 static double unit_roundoff(XLA_FFI_DataType dt) {
   return dt == F32 ? ldexp(1, -24) : ldexp(1, -53);
 }
@@ -75,7 +72,7 @@ static void mm_ref(XLA_FFI_DataType dt, const void* a, const void* b,
   for (int64_t p = 0; p < k; p++) {
     int64_t ai = bi * m * k + (ta ? p * m + i : i * k + p);
     int64_t bj = bi * k * n + (tb ? j * k + p : p * n + j);
-    long double t = (long double)get(a, dt, ai) * get(b, dt, bj);
+    long double t = (long double)ff_get(a, dt, ai) * ff_get(b, dt, bj);
     s += t;
     abs += fabsl(t);
   }
@@ -141,12 +138,12 @@ static void check_matmul(XLA_FFI_DataType dt, const int64_t* bd, int nb,
         double bound;
         mm_ref(dt, a, b, bi, m, n, k, ta, tb, i, j, &ref, &bound);
         if (act) { /* every activation is 1-Lipschitz */
-          double bv = get(bias, dt, bi * n + j);
+          double bv = ff_get(bias, dt, bi * n + j);
           double pre = (double)(ref + bv);
           bound += unit_roundoff(dt) * (fabs(pre) + 1) * 8;
           ref = act_ref(act, pre, alpha);
         }
-        double got = get(c, dt, (bi * m + i) * n + j);
+        double got = ff_get(c, dt, (bi * m + i) * n + j);
         if (!(fabs(got - (double)ref) <= bound))
           fail_msg(
               "%s %s batch %d m=%d n=%d k=%d ta=%d tb=%d at [%d,%d,%d]: "
@@ -221,11 +218,11 @@ static void check_relu(XLA_FFI_DataType dt, int rank, const int64_t* dims,
   ff_result r = ff_call(grad ? simdev_xla_relu_grad : simdev_xla_relu, &f);
   if (r.code != XLA_FFI_Error_Code_OK) fail_msg("%s", r.msg);
   for (int64_t i = 0; i < n; i++) {
-    double xv = get(x, dt, i);
-    double want = grad ? (xv > 0 ? get(dy, dt, i) : 0) : (xv < 0 ? 0 : xv);
-    if (get(y, dt, i) != want)
+    double xv = ff_get(x, dt, i);
+    double want = grad ? (xv > 0 ? ff_get(dy, dt, i) : 0) : (xv < 0 ? 0 : xv);
+    if (ff_get(y, dt, i) != want)
       fail_msg("%s at %d: got %g want %g", grad ? "relu_grad" : "relu", (int)i,
-               get(y, dt, i), want);
+               ff_get(y, dt, i), want);
   }
   free(x), free(dy), free(y);
 }
@@ -276,13 +273,6 @@ static void mm_frame(ff_frame* f, bool fused) {
   }
 }
 
-#define EXPECT(h, f, code, want)                  \
-  do {                                            \
-    ff_result r_ = ff_call((h), &(f));            \
-    assert_true(r_.returned_error);               \
-    ff_assert_error(&r_, (code), prefix, (want)); \
-  } while (0)
-
 static void matmul_errors(void** state) {
   const char* prefix = "simdev_matmul: ";
   XLA_FFI_Handler* h = simdev_xla_matmul;
@@ -292,42 +282,42 @@ static void matmul_errors(void** state) {
 
   mm_frame(&f, false);
   f.abufs[0].dtype = XLA_FFI_DataType_S32;
-  EXPECT(h, f, INVAL, "operand a must be float32 or float64, got s32");
+  FF_EXPECT(h, f, INVAL, "operand a must be float32 or float64, got s32");
   mm_frame(&f, false);
   f.abufs[1].dtype = F64;
-  EXPECT(h, f, INVAL, "operand b must be f32 like a, got f64");
+  FF_EXPECT(h, f, INVAL, "operand b must be f32 like a, got f64");
   mm_frame(&f, false);
   f.rbufs[0].dtype = XLA_FFI_DataType_BF16;
-  EXPECT(h, f, INVAL, "result c must be f32 like a, got bf16");
+  FF_EXPECT(h, f, INVAL, "result c must be f32 like a, got bf16");
   mm_frame(&f, false);
   f.abufs[0].rank = 1;
-  EXPECT(h, f, INVAL, "operand a must have rank >= 2, got 1");
+  FF_EXPECT(h, f, INVAL, "operand a must have rank >= 2, got 1");
   mm_frame(&f, false);
   f.abufs[1].rank = 3, f.adims[1][2] = 1;
-  EXPECT(h, f, INVAL, "operand b must have rank 2 (a's), got 3");
+  FF_EXPECT(h, f, INVAL, "operand b must have rank 2 (a's), got 3");
   mm_frame(&f, false);
   f.rbufs[0].rank = 3;
-  EXPECT(h, f, INVAL, "result c must have rank 2 (a's), got 3");
+  FF_EXPECT(h, f, INVAL, "result c must have rank 2 (a's), got 3");
   mm_frame(&f, false);
   f.adims[1][0] = 5;
-  EXPECT(h, f, INVAL,
-         "contracting dims differ: operand a has k = 3 (axis 1)"
-         ", operand b has 5 (axis 0)");
+  FF_EXPECT(h, f, INVAL,
+            "contracting dims differ: operand a has k = 3 (axis 1)"
+            ", operand b has 5 (axis 0)");
   mm_frame(&f, false);
   f.rdims[0][1] = 5;
-  EXPECT(h, f, INVAL, "result c must have shape [2,4], got [2,5]");
+  FF_EXPECT(h, f, INVAL, "result c must have shape [2,4], got [2,5]");
   mm_frame(&f, false);
   f.adims[0][0] = -1;
-  EXPECT(h, f, INVAL, "operand a has a negative dim -1 (axis 0)");
+  FF_EXPECT(h, f, INVAL, "operand a has a negative dim -1 (axis 0)");
   mm_frame(&f, false);
   f.abufs[1].data = NULL;
-  EXPECT(h, f, INVAL, "operand b has 12 elements but no data");
+  FF_EXPECT(h, f, INVAL, "operand b has 12 elements but no data");
   mm_frame(&f, false);
   f.adims[0][0] = (int64_t)1 << 62, f.adims[0][1] = 4;
-  EXPECT(h, f, INVAL, "operand a has more elements than int64 counts");
+  FF_EXPECT(h, f, INVAL, "operand a has more elements than int64 counts");
   mm_frame(&f, false);
   f.abufs[0].rank = 33;
-  EXPECT(h, f, UNIMPL, "operand a has rank 33; simdev takes 0 to 32");
+  FF_EXPECT(h, f, UNIMPL, "operand a has rank 33; simdev takes 0 to 32");
   /* Batch dims. */
   {
     static const int64_t da[] = {2, 2, 3}, db[] = {3, 3, 4}, dc[] = {2, 2, 4};
@@ -337,9 +327,9 @@ static void matmul_errors(void** state) {
     ff_ret(&f, F32, C, 3, dc);
     ff_attr_bool(&f, "transpose_a", false);
     ff_attr_bool(&f, "transpose_b", false);
-    EXPECT(h, f, INVAL,
-           "operand b must have the batch dims [2] of operand a, "
-           "got [3]");
+    FF_EXPECT(h, f, INVAL,
+              "operand b must have the batch dims [2] of operand a, "
+              "got [3]");
   }
   /* Sizes past OpenBLAS's int (the buffers are never touched). */
   {
@@ -351,45 +341,45 @@ static void matmul_errors(void** state) {
     ff_ret(&f, F32, C, 2, dc);
     ff_attr_bool(&f, "transpose_a", false);
     ff_attr_bool(&f, "transpose_b", false);
-    EXPECT(h, f, UNIMPL,
-           "m = 2147483648, n = 4, k = 0: simdev's GEMM "
-           "(OpenBLAS) takes sizes up to 2147483647");
+    FF_EXPECT(h, f, UNIMPL,
+              "m = 2147483648, n = 4, k = 0: simdev's GEMM "
+              "(OpenBLAS) takes sizes up to 2147483647");
   }
   /* Attributes. */
   mm_frame(&f, false);
   ff_attr_remove(&f, "transpose_a");
-  EXPECT(h, f, INVAL, "attribute 'transpose_a' missing");
+  FF_EXPECT(h, f, INVAL, "attribute 'transpose_a' missing");
   mm_frame(&f, false);
   ff_attr_remove(&f, "transpose_b");
   ff_attr_i64(&f, "transpose_b", 1);
-  EXPECT(h, f, INVAL,
-         "attribute 'transpose_b' must be a bool (pred) scalar, "
-         "got s64 scalar");
+  FF_EXPECT(h, f, INVAL,
+            "attribute 'transpose_b' must be a bool (pred) scalar, "
+            "got s64 scalar");
   mm_frame(&f, false);
   ff_attr_remove(&f, "transpose_b");
   ff_attr_str(&f, "transpose_b", "yes");
-  EXPECT(h, f, INVAL,
-         "attribute 'transpose_b' must be a bool (pred) scalar, "
-         "got a string");
+  FF_EXPECT(h, f, INVAL,
+            "attribute 'transpose_b' must be a bool (pred) scalar, "
+            "got a string");
   mm_frame(&f, false);
   ff_attr_bool(&f, "transpose", true);
-  EXPECT(h, f, INVAL, "unexpected attribute 'transpose'");
+  FF_EXPECT(h, f, INVAL, "unexpected attribute 'transpose'");
   /* The frame itself. */
   mm_frame(&f, false);
   ff_arg(&f, F32, A, 0, NULL);
-  EXPECT(h, f, INVAL, "expected 2 operands and 1 result, got 3 and 1");
+  FF_EXPECT(h, f, INVAL, "expected 2 operands and 1 result, got 3 and 1");
   mm_frame(&f, false);
   f.nrets = 0;
-  EXPECT(h, f, INVAL, "expected 2 operands and 1 result, got 2 and 0");
+  FF_EXPECT(h, f, INVAL, "expected 2 operands and 1 result, got 2 and 0");
   mm_frame(&f, false);
   f.atypes[1] = (XLA_FFI_ArgType)7;
-  EXPECT(h, f, INVAL, "operand 1 is not a buffer");
+  FF_EXPECT(h, f, INVAL, "operand 1 is not a buffer");
   mm_frame(&f, false);
   f.cf.stage = XLA_FFI_ExecutionStage_INSTANTIATE;
-  EXPECT(h, f, INVAL, "called for execution stage 0, expected execute (3)");
+  FF_EXPECT(h, f, INVAL, "called for execution stage 0, expected execute (3)");
   mm_frame(&f, false);
   f.cf.struct_size = 16;
-  EXPECT(h, f, INVAL, "call frame of 16 bytes");
+  FF_EXPECT(h, f, INVAL, "call frame of 16 bytes");
   assert_int_equal(ff_live_errors(), 0);
   assert_int_equal(ff_live_futures(), 0);
 }
@@ -402,46 +392,46 @@ static void matmul_bias_act_errors(void** state) {
   assert_int_equal(ff_call(h, &f).code, XLA_FFI_Error_Code_OK);
   mm_frame(&f, true);
   f.abufs[2].dtype = F64;
-  EXPECT(h, f, INVAL, "operand bias must be f32 like a, got f64");
+  FF_EXPECT(h, f, INVAL, "operand bias must be f32 like a, got f64");
   mm_frame(&f, true);
   f.adims[2][0] = 3;
-  EXPECT(h, f, INVAL, "operand bias must have shape [4], got [3]");
+  FF_EXPECT(h, f, INVAL, "operand bias must have shape [4], got [3]");
   mm_frame(&f, true);
   f.abufs[2].rank = 2, f.adims[2][1] = 1;
-  EXPECT(h, f, INVAL, "operand bias must have rank 1 (a's minus 1), got 2");
+  FF_EXPECT(h, f, INVAL, "operand bias must have rank 1 (a's minus 1), got 2");
   mm_frame(&f, true);
   ff_attr_remove(&f, "activation");
   ff_attr_str(&f, "activation", "gelu");
-  EXPECT(h, f, INVAL,
-         "attribute 'activation' must be one of none, relu, "
-         "relu6, elu, leaky_relu, tanh, sigmoid, got 'gelu'");
+  FF_EXPECT(h, f, INVAL,
+            "attribute 'activation' must be one of none, relu, "
+            "relu6, elu, leaky_relu, tanh, sigmoid, got 'gelu'");
   mm_frame(&f, true);
   ff_attr_remove(&f, "activation");
   ff_attr_str(&f, "activation", "relu6x"); /* a prefix is not a match */
-  EXPECT(h, f, INVAL, "got 'relu6x'");
+  FF_EXPECT(h, f, INVAL, "got 'relu6x'");
   mm_frame(&f, true);
   ff_attr_remove(&f, "alpha");
-  EXPECT(h, f, INVAL, "attribute 'alpha' missing");
+  FF_EXPECT(h, f, INVAL, "attribute 'alpha' missing");
   mm_frame(&f, true);
   ff_attr_remove(&f, "alpha");
   double d = 0.2;
   ff_attr_array(&f, "alpha", F64, 1, &d, sizeof(d));
-  EXPECT(h, f, INVAL,
-         "attribute 'alpha' must be an f32 scalar, got f64 "
-         "array");
+  FF_EXPECT(h, f, INVAL,
+            "attribute 'alpha' must be an f32 scalar, got f64 "
+            "array");
   mm_frame(&f, true);
   ff_attr_remove(&f, "activation");
-  EXPECT(h, f, INVAL, "attribute 'activation' missing");
+  FF_EXPECT(h, f, INVAL, "attribute 'activation' missing");
   mm_frame(&f, true);
   ff_attr_remove(&f, "activation");
   ff_attr_i64(&f, "activation", 1);
-  EXPECT(h, f, INVAL,
-         "attribute 'activation' must be a string, got s64 "
-         "scalar");
+  FF_EXPECT(h, f, INVAL,
+            "attribute 'activation' must be a string, got s64 "
+            "scalar");
   mm_frame(&f, false); /* two operands */
   ff_attr_str(&f, "activation", "relu");
   ff_attr_f32(&f, "alpha", 0.2f);
-  EXPECT(h, f, INVAL, "expected 3 operands and 1 result, got 2 and 1");
+  FF_EXPECT(h, f, INVAL, "expected 3 operands and 1 result, got 2 and 1");
   assert_int_equal(ff_live_errors(), 0);
 }
 
@@ -452,62 +442,58 @@ static void eltwise_errors(void** state) {
   ff_init(&f);
   ff_arg(&f, F32, A, 2, d);
   ff_ret(&f, F32, C, 2, d2);
-  EXPECT(simdev_xla_relu, f, INVAL,
-         "result y must have shape [2,3], got [3,2]");
+  FF_EXPECT(simdev_xla_relu, f, INVAL,
+            "result y must have shape [2,3], got [3,2]");
   ff_init(&f);
   ff_arg(&f, F32, A, 2, d);
   ff_ret(&f, F32, C, 3, d3);
-  EXPECT(simdev_xla_relu, f, INVAL, "result y must have rank 2 (x's), got 3");
+  FF_EXPECT(simdev_xla_relu, f, INVAL,
+            "result y must have rank 2 (x's), got 3");
   ff_init(&f);
   ff_arg(&f, XLA_FFI_DataType_F16, A, 2, d);
   ff_ret(&f, XLA_FFI_DataType_F16, C, 2, d);
-  EXPECT(simdev_xla_relu, f, INVAL,
-         "operand x must be float32 or float64, got f16");
+  FF_EXPECT(simdev_xla_relu, f, INVAL,
+            "operand x must be float32 or float64, got f16");
   ff_init(&f);
   ff_arg(&f, F32, A, 2, d);
   ff_ret(&f, F32, C, 2, d);
   ff_attr_f32(&f, "alpha", 1);
-  EXPECT(simdev_xla_relu, f, INVAL, "unexpected attribute 'alpha'");
+  FF_EXPECT(simdev_xla_relu, f, INVAL, "unexpected attribute 'alpha'");
 
   prefix = "simdev_relu_grad: ";
   ff_init(&f);
   ff_arg(&f, F32, A, 2, d);
   ff_arg(&f, F32, B, 2, d2);
   ff_ret(&f, F32, C, 2, d);
-  EXPECT(simdev_xla_relu_grad, f, INVAL,
-         "operand x must have shape [2,3], got [3,2]");
+  FF_EXPECT(simdev_xla_relu_grad, f, INVAL,
+            "operand x must have shape [2,3], got [3,2]");
   ff_init(&f);
   ff_arg(&f, F32, A, 2, d);
   ff_arg(&f, F64, B, 2, d);
   ff_ret(&f, F32, C, 2, d);
-  EXPECT(simdev_xla_relu_grad, f, INVAL,
-         "operand x must be f32 like dy, got f64");
+  FF_EXPECT(simdev_xla_relu_grad, f, INVAL,
+            "operand x must be f32 like dy, got f64");
   ff_init(&f);
   ff_arg(&f, F32, A, 2, d);
   ff_ret(&f, F32, C, 2, d);
-  EXPECT(simdev_xla_relu_grad, f, INVAL,
-         "expected 2 operands and 1 result, got 1 and 1");
+  FF_EXPECT(simdev_xla_relu_grad, f, INVAL,
+            "expected 2 operands and 1 result, got 1 and 1");
 
   prefix = "simdev_empty: ";
   double out64;
   float out;
   ff_init(&f);
   ff_ret(&f, F64, &out64, 0, NULL);
-  EXPECT(simdev_xla_empty, f, INVAL, "result must be f32, got f64");
+  FF_EXPECT(simdev_xla_empty, f, INVAL, "result must be f32, got f64");
   ff_init(&f);
   ff_ret(&f, F32, &out, 1, d);
-  EXPECT(simdev_xla_empty, f, INVAL, "result must have rank 0, got 1");
+  FF_EXPECT(simdev_xla_empty, f, INVAL, "result must have rank 0, got 1");
   ff_init(&f);
   ff_arg(&f, F32, &out, 0, NULL);
   ff_ret(&f, F32, &out, 0, NULL);
-  EXPECT(simdev_xla_empty, f, INVAL,
-         "expected 0 operands and 1 result, got 1 and 1");
+  FF_EXPECT(simdev_xla_empty, f, INVAL,
+            "expected 0 operands and 1 result, got 1 and 1");
   assert_int_equal(ff_live_errors(), 0);
-}
-
-static int teardown_all(void** state) {
-  simdev_xla_shutdown();
-  return 0;
 }
 
 int main(int argc, char** argv) {
@@ -522,5 +508,5 @@ int main(int argc, char** argv) {
       cmocka_unit_test(matmul_bias_act_errors),
       cmocka_unit_test(eltwise_errors),
   };
-  return cmocka_run_group_tests_name("xla", tests, NULL, teardown_all);
+  return cmocka_run_group_tests_name("xla", tests, NULL, ff_teardown_shutdown);
 }

@@ -27,10 +27,6 @@ typedef struct cv_case {
   int64_t pads[4]; /* EXPLICIT: top, bottom, left, right */
 } cv_case;
 
-static double get(const void* p, XLA_FFI_DataType dt, int64_t i) {
-  return dt == F32 ? ((const float*)p)[i] : ((const double*)p)[i];
-}
-
 /* Output size and padding before, written from XLA's definition (the
  * padded input, then floor((padded - dilated window) / stride) + 1), not
  * from simdev's sa_conv_window. */
@@ -96,9 +92,10 @@ static void check_conv(XLA_FFI_DataType dt, int kind, const cv_case* k,
                   /* the product of the two operands, into the result */
                   int64_t ri = kind == FWD ? yi : kind == BP_INPUT ? xi : fi;
                   long double t =
-                      (long double)(kind == BP_INPUT ? get(y, dt, yi)
-                                                     : get(x, dt, xi)) *
-                      (kind == BP_FILTER ? get(y, dt, yi) : get(f, dt, fi));
+                      (long double)(kind == BP_INPUT ? ff_get(y, dt, yi)
+                                                     : ff_get(x, dt, xi)) *
+                      (kind == BP_FILTER ? ff_get(y, dt, yi)
+                                         : ff_get(f, dt, fi));
                   ref[ri] += t;
                   mag[ri] += fabsl(t);
                   cnt[ri]++;
@@ -135,7 +132,7 @@ static void check_conv(XLA_FFI_DataType dt, int kind, const cv_case* k,
   if (r.code != XLA_FFI_Error_Code_OK) fail_msg("%s", r.msg);
   double u = dt == F32 ? ldexp(1, -24) : ldexp(1, -53);
   for (int64_t i = 0; i < batch * rn; i++) {
-    double got = get(res, dt, i);
+    double got = ff_get(res, dt, i);
     double bound = (double)((cnt[i] + 8) * u * mag[i]);
     if (!(fabs(got - (double)ref[i]) <= bound))
       fail_msg(
@@ -242,13 +239,6 @@ static void replace_i64s(ff_frame* f, const char* name, int n,
   ff_attr_i64s(f, name, n, v);
 }
 
-#define EXPECT(h, f, code, want)                  \
-  do {                                            \
-    ff_result r_ = ff_call((h), &(f));            \
-    assert_true(r_.returned_error);               \
-    ff_assert_error(&r_, (code), prefix, (want)); \
-  } while (0)
-
 static void conv_errors(void** state) {
   const char* prefix = "simdev_conv2d: ";
   XLA_FFI_Handler* h = simdev_xla_conv2d;
@@ -262,39 +252,39 @@ static void conv_errors(void** state) {
   }
   frame(&f, FWD);
   f.abufs[0].dtype = XLA_FFI_DataType_S32;
-  EXPECT(h, f, INVAL, "operand x must be float32 or float64, got s32");
+  FF_EXPECT(h, f, INVAL, "operand x must be float32 or float64, got s32");
   frame(&f, FWD);
   f.abufs[1].dtype = F64;
-  EXPECT(h, f, INVAL, "operand w must be f32 like x, got f64");
+  FF_EXPECT(h, f, INVAL, "operand w must be f32 like x, got f64");
   frame(&f, FWD);
   f.abufs[0].rank = 3;
-  EXPECT(h, f, INVAL, "operand x must have rank >= 4, got 3");
+  FF_EXPECT(h, f, INVAL, "operand x must have rank >= 4, got 3");
   frame(&f, FWD);
   f.abufs[1].rank = 5, f.adims[1][4] = 1;
-  EXPECT(h, f, INVAL, "operand w must have rank 4 (x's), got 5");
+  FF_EXPECT(h, f, INVAL, "operand w must have rank 4 (x's), got 5");
   frame(&f, FWD);
   f.rdims[0][3] = 3;
-  EXPECT(h, f, INVAL, "result y must have shape [1,5,5,4], got [1,5,5,3]");
+  FF_EXPECT(h, f, INVAL, "result y must have shape [1,5,5,4], got [1,5,5,3]");
   frame(&f, FWD);
   f.adims[1][2] = 2;
-  EXPECT(h, f, INVAL,
-         "the input depth 3 (operand x) is not a multiple of "
-         "the filter's input depth 2 (operand w)");
+  FF_EXPECT(h, f, INVAL,
+            "the input depth 3 (operand x) is not a multiple of "
+            "the filter's input depth 2 (operand w)");
   frame(&f, FWD);
   f.adims[0][3] = 4, f.adims[1][2] = 2, f.adims[1][3] = 3, f.rdims[0][3] = 3;
-  EXPECT(h, f, INVAL,
-         "the output depth 3 (operand w) is not a multiple of "
-         "the 2 groups");
+  FF_EXPECT(h, f, INVAL,
+            "the output depth 3 (operand w) is not a multiple of "
+            "the 2 groups");
   frame(&f, FWD);
   f.adims[1][0] = 0;
-  EXPECT(h, f, INVAL,
-         "operand w must have a filter height and width >= 1, "
-         "got 0x3");
+  FF_EXPECT(h, f, INVAL,
+            "operand w must have a filter height and width >= 1, "
+            "got 0x3");
   frame(&f, FWD); /* an input smaller than the filter: y [1,0,3,4] */
   f.adims[0][1] = 1;
   ff_attr_remove(&f, "padding");
   ff_attr_str(&f, "padding", "VALID");
-  EXPECT(h, f, INVAL, "result y must have shape [1,0,3,4], got [1,5,5,4]");
+  FF_EXPECT(h, f, INVAL, "result y must have shape [1,0,3,4], got [1,5,5,4]");
   {
     static const int64_t dx[] = {2, 1, 5, 5, 3}, dw[] = {3, 3, 3, 3, 4},
                          dy[] = {2, 1, 5, 5, 4};
@@ -303,58 +293,59 @@ static void conv_errors(void** state) {
     ff_arg(&f, F32, W, 5, dw);
     ff_ret(&f, F32, Y, 5, dy);
     ff_conv_attrs(&f, 1, 1, 1, 1, "SAME", NULL);
-    EXPECT(h, f, INVAL,
-           "operand w must have the batch dims [2] of operand "
-           "x, got [3]");
+    FF_EXPECT(h, f, INVAL,
+              "operand w must have the batch dims [2] of operand "
+              "x, got [3]");
   }
   /* Attributes. */
   frame(&f, FWD);
   ff_attr_remove(&f, "strides");
-  EXPECT(h, f, INVAL, "attribute 'strides' missing");
+  FF_EXPECT(h, f, INVAL, "attribute 'strides' missing");
   frame(&f, FWD);
   ff_attr_remove(&f, "explicit_paddings");
-  EXPECT(h, f, INVAL, "attribute 'explicit_paddings' missing");
+  FF_EXPECT(h, f, INVAL, "attribute 'explicit_paddings' missing");
   frame(&f, FWD);
   replace_i64s(&f, "strides", 3, (const int64_t[]){1, 1, 1});
-  EXPECT(h, f, INVAL, "attribute 'strides' must have 2 elements, got 3");
+  FF_EXPECT(h, f, INVAL, "attribute 'strides' must have 2 elements, got 3");
   frame(&f, FWD);
   replace_i64s(&f, "strides", 2, (const int64_t[]){0, 1});
-  EXPECT(h, f, INVAL, "attribute 'strides' must be >= 1, got [0,1]");
+  FF_EXPECT(h, f, INVAL, "attribute 'strides' must be >= 1, got [0,1]");
   frame(&f, FWD);
   replace_i64s(&f, "dilations", 2, (const int64_t[]){1, -2});
-  EXPECT(h, f, INVAL, "attribute 'dilations' must be >= 1, got [1,-2]");
+  FF_EXPECT(h, f, INVAL, "attribute 'dilations' must be >= 1, got [1,-2]");
   frame(&f, FWD);
   ff_attr_remove(&f, "dilations");
   ff_attr_array(&f, "dilations", XLA_FFI_DataType_S32, 2,
                 (const int32_t[]){1, 1}, sizeof(int32_t));
-  EXPECT(h, f, INVAL,
-         "attribute 'dilations' must be an s64 array, got s32 "
-         "array");
+  FF_EXPECT(h, f, INVAL,
+            "attribute 'dilations' must be an s64 array, got s32 "
+            "array");
   frame(&f, FWD);
   ff_attr_remove(&f, "padding");
   ff_attr_str(&f, "padding", "same");
-  EXPECT(h, f, INVAL,
-         "attribute 'padding' must be SAME, VALID or EXPLICIT, "
-         "got 'same'");
+  FF_EXPECT(h, f, INVAL,
+            "attribute 'padding' must be SAME, VALID or EXPLICIT, "
+            "got 'same'");
   frame(&f, FWD);
   ff_attr_remove(&f, "padding");
   ff_attr_i64(&f, "padding", 0);
-  EXPECT(h, f, INVAL, "attribute 'padding' must be a string, got s64 scalar");
+  FF_EXPECT(h, f, INVAL,
+            "attribute 'padding' must be a string, got s64 scalar");
   frame(&f, FWD);
   replace_i64s(&f, "explicit_paddings", 4, (const int64_t[]){1, 0, 0, 0});
-  EXPECT(h, f, INVAL,
-         "attribute 'explicit_paddings' must be all zeros "
-         "unless padding is EXPLICIT, got [1,0,0,0] with SAME");
+  FF_EXPECT(h, f, INVAL,
+            "attribute 'explicit_paddings' must be all zeros "
+            "unless padding is EXPLICIT, got [1,0,0,0] with SAME");
   frame(&f, FWD);
   ff_attr_remove(&f, "padding");
   ff_attr_str(&f, "padding", "EXPLICIT");
   replace_i64s(&f, "explicit_paddings", 4, (const int64_t[]){-1, 0, 0, 0});
-  EXPECT(h, f, INVAL,
-         "attribute 'explicit_paddings' must be >= 0, got "
-         "[-1,0,0,0]");
+  FF_EXPECT(h, f, INVAL,
+            "attribute 'explicit_paddings' must be >= 0, got "
+            "[-1,0,0,0]");
   frame(&f, FWD);
   replace_i64s(&f, "strides", 2, (const int64_t[]){(int64_t)1 << 40, 1});
-  EXPECT(h, f, UNIMPL, "simdev takes values up to 2147483647");
+  FF_EXPECT(h, f, UNIMPL, "simdev takes values up to 2147483647");
   /* Sizes each within OpenBLAS's int whose im2col row (ow * k * 8 bytes)
    * overflows 64 bits: refused before any scratch size is computed (the
    * plan's arithmetic once wrapped to 64 bytes here). No data is read. */
@@ -366,44 +357,39 @@ static void conv_errors(void** state) {
     ff_arg(&f, F64, W, 4, (const int64_t[]){1, 1, c, 1});
     ff_ret(&f, F64, Y, 4, (const int64_t[]){1, 1, 1 + pl + pr, 1});
     ff_conv_attrs(&f, 1, 1, 1, 1, "EXPLICIT", (const int64_t[]){0, 0, pl, pr});
-    EXPECT(h, f, UNIMPL, "the convolution is too large for simdev");
+    FF_EXPECT(h, f, UNIMPL, "the convolution is too large for simdev");
   }
   frame(&f, FWD);
   ff_attr_str(&f, "data_format", "NHWC");
-  EXPECT(h, f, INVAL, "unexpected attribute 'data_format'");
+  FF_EXPECT(h, f, INVAL, "unexpected attribute 'data_format'");
 
   /* The backprops: their own names; groups refused. */
   prefix = "simdev_conv2d_backprop_input: ";
   h = simdev_xla_conv2d_backprop_input;
   frame(&f, BP_INPUT);
   f.adims[0][1] = 4;
-  EXPECT(h, f, INVAL, "operand dy must have shape [1,5,5,4], got [1,4,5,4]");
+  FF_EXPECT(h, f, INVAL, "operand dy must have shape [1,5,5,4], got [1,4,5,4]");
   frame(&f, BP_INPUT);
   f.rdims[0][3] = 6, f.adims[1][2] = 3; /* dx depth 6, filter depth 3 */
-  EXPECT(h, f, UNIMPL,
-         "grouped convolutions (2 groups) have no backprop in "
-         "simdev");
+  FF_EXPECT(h, f, UNIMPL,
+            "grouped convolutions (2 groups) have no backprop in "
+            "simdev");
   frame(&f, BP_INPUT);
   f.rbufs[0].dtype = F64;
-  EXPECT(h, f, INVAL, "result dx must be f32 like dy, got f64");
+  FF_EXPECT(h, f, INVAL, "result dx must be f32 like dy, got f64");
   prefix = "simdev_conv2d_backprop_filter: ";
   h = simdev_xla_conv2d_backprop_filter;
   frame(&f, BP_FILTER);
   f.rdims[0][2] = 1, f.rdims[0][3] = 6, f.adims[1][3] = 6; /* 3 groups */
-  EXPECT(h, f, UNIMPL, "grouped convolutions (3 groups) have no backprop");
+  FF_EXPECT(h, f, UNIMPL, "grouped convolutions (3 groups) have no backprop");
   frame(&f, BP_FILTER);
   f.adims[1][3] = 5;
-  EXPECT(h, f, INVAL, "operand dy must have shape [1,5,5,4], got [1,5,5,5]");
+  FF_EXPECT(h, f, INVAL, "operand dy must have shape [1,5,5,4], got [1,5,5,5]");
   frame(&f, BP_FILTER);
   f.rbufs[0].rank = 3;
-  EXPECT(h, f, INVAL, "result dw must have rank 4 (x's), got 3");
+  FF_EXPECT(h, f, INVAL, "result dw must have rank 4 (x's), got 3");
   assert_int_equal(ff_live_errors(), 0);
   assert_int_equal(ff_live_futures(), 0);
-}
-
-static int teardown_all(void** state) {
-  simdev_xla_shutdown();
-  return 0;
 }
 
 int main(int argc, char** argv) {
@@ -414,5 +400,6 @@ int main(int argc, char** argv) {
       cmocka_unit_test(backprop_filter_results),
       cmocka_unit_test(conv_errors),
   };
-  return cmocka_run_group_tests_name("xla_conv", tests, NULL, teardown_all);
+  return cmocka_run_group_tests_name("xla_conv", tests, NULL,
+                                     ff_teardown_shutdown);
 }

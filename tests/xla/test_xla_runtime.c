@@ -19,8 +19,8 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fakeffi.h"
@@ -560,11 +560,6 @@ static void shutdown_on_worker_refused(void** state) {
   free(st);
 }
 
-static int teardown_all(void** state) {
-  simdev_xla_shutdown();
-  return 0;
-}
-
 int main(int argc, char** argv) {
   if (argc > 1) cmocka_set_test_filter(argv[1]);
   /* The tests set these themselves. */
@@ -585,5 +580,6 @@ int main(int argc, char** argv) {
       cmocka_unit_test(shutdown_waits_for_a_caller),
       cmocka_unit_test(shutdown_on_worker_refused),
   };
-  return cmocka_run_group_tests_name("xla_runtime", tests, NULL, teardown_all);
+  return cmocka_run_group_tests_name("xla_runtime", tests, NULL,
+                                     ff_teardown_shutdown);
 }
