@@ -26,6 +26,7 @@
  * a nested sim_parallel_for runs inline).
  */
 #include <cblas.h>
+#include <string.h>
 
 #include "arith/sa.h"
 #include "device_sim/sim.h"
@@ -86,6 +87,25 @@ void sa_gemm(sa_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
              const void* a, int64_t lda, const void* b, int64_t ldb,
              double beta, void* c, int64_t ldc, const sa_epi* ep) {
   if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    /* An empty sum: C = beta * C, then ep. Not left to BLAS, which need
+     * not write C at all when k is 0. Every caller relies on this. */
+    size_t es = sa_dtype_size(dt);
+    for (int64_t r = 0; r < m; r++) {
+      char* row = (char*)c + (size_t)(r * ldc) * es;
+      if (beta == 0.)
+        memset(row, 0, (size_t)n * es);
+      else if (beta != 1.)
+        for (int64_t j = 0; j < n; j++) {
+          if (dt == SA_F32)
+            ((float*)row)[j] *= (float)beta;
+          else
+            ((double*)row)[j] *= beta;
+        }
+    }
+    sa_epi_apply(ep, c, m, n, ldc, 1);
+    return;
+  }
   gemm_job g = {dt, ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc, m, ep};
   int64_t width = sim_parallel_width();
   if (width < 2 || m < 2 * GEMM_MIN_ROWS || m * n * k < GEMM_PARALLEL_MNK) {

@@ -14,8 +14,8 @@
  *     stays single-threaded anyway) are spread over sim_parallel_for. Every
  *     entry is computed by one gemm call whatever the split, so results do
  *     not depend on the thread count.
- * A product with K == 0 is all zeros: gemm with k == 0 need not write C, so
- * the run function clears it itself. Empty outputs never reach the stream.
+ * A product with K == 0 is all zeros (then the epilogue): sa_gemm writes
+ * them, as BLAS need not. Empty outputs never reach the stream.
  *
  * _FusedMatMul (TF's op for MatMul + BiasAdd [+ activation], written by the
  * graph optimizer's remapper) is MatMul with fused.h's epilogue handed to
@@ -148,10 +148,8 @@ static void mm_run(sk_launch* l, void* args) {
 }
 
 static void mm_products(mm_args* a) {
-  size_t es = a->dt == TF_FLOAT ? 4 : 8;
-  if (a->k == 0) {
-    memset(a->c, 0, (size_t)(a->nb * a->m * a->n) * es);
-    sa_epi_apply(a->ep, a->c, a->nb * a->m, a->n, a->n, 1);
+  if (a->k == 0) { /* sa_gemm writes zeros (then ep) for an empty sum */
+    gemm(a->dt, false, false, a->nb * a->m, a->n, 0, NULL, NULL, a->c, a->ep);
     return;
   }
   if (a->nb > 1 && !a->ta && b_shared(a)) {

@@ -50,13 +50,8 @@ static XLA_FFI_Error_Code mm_run(sx_job* j, sim_device* dev, char* msg,
     sa_epi epi = {g->dt, NULL, g->act, g->alpha};
     if (g->bias != NULL) epi.bias = g->bias + (size_t)(i * g->n) * es;
     const sa_epi* ep = g->bias != NULL ? &epi : NULL;
-    if (g->k == 0) {
-      memset(c, 0, (size_t)(g->m * g->n) * es);
-      sa_epi_apply(ep, c, g->m, g->n, g->n, 1);
-    } else {
-      sa_gemm(g->dt, g->ta, g->tb, g->m, g->n, g->k, a, lda, b, ldb, 0., c,
-              g->n, ep);
-    }
+    sa_gemm(g->dt, g->ta, g->tb, g->m, g->n, g->k, a, lda, b, ldb, 0., c, g->n,
+            ep); /* k == 0: zeros, then ep */
   }
   return XLA_FFI_Error_Code_OK;
 }
@@ -169,7 +164,8 @@ static XLA_FFI_Error* matmul(XLA_FFI_CallFrame* frame, const char* target,
   if (e || (e = mm_decode(&c, fused, &g, &elems))) return e;
   if (elems == 0) return NULL;
   if (g.k == 0 && !fused) { /* an empty sum: zeros, no stream needed */
-    memset(g.c, 0, (size_t)elems * sa_dtype_size(g.dt));
+    sa_gemm(g.dt, false, false, (int64_t)(elems / g.n), g.n, 0, NULL, 1, NULL,
+            1, 0., g.c, g.n, NULL);
     return NULL;
   }
   mm_job* j = sx_job_new(sizeof(*j), mm_run);
