@@ -60,16 +60,35 @@ static int parse_path(const char* name, char* out, size_t out_len, char* msg,
   return SIM_OK;
 }
 
+/* SIMDEV_FAULTS: copied, and its grammar checked (faults.c) so a typo fails
+ * start-up with the other settings. Set but empty is allowed: no faults. */
+static int parse_faults(char* out, size_t out_len, char* msg, size_t msg_len) {
+  const char* v = getenv("SIMDEV_FAULTS");
+  out[0] = '\0';
+  if (v == NULL) return SIM_OK;
+  size_t n = strlen(v);
+  if (n >= out_len) {
+    snprintf(msg, msg_len,
+             "invalid SIMDEV_FAULTS=\"%.64s...\": longer than %zu bytes", v,
+             out_len - 1);
+    return SIM_EINVAL;
+  }
+  memcpy(out, v, n + 1);
+  return sim_faults_check(out, msg, msg_len);
+}
+
 int sim_config_from_env(sim_config* cfg, char* msg, size_t msg_len) {
   if (cfg == NULL || msg == NULL || msg_len == 0) return SIM_EINVAL;
   msg[0] = '\0';
   uint64_t count = 1, mb = 2048, sync = 0, early = 0, inl = 0, disabled = 0;
+  uint64_t discrete = 0, bfc = 1;
   int err = parse_u64("SIMDEV_DISABLE", 0, 1, &disabled, msg, msg_len);
   if (err != SIM_OK) return err;
   if (disabled) {
     *cfg = (sim_config){.device_count = 0,
                         .memory_mb = 0,
                         .disabled = 1,
+                        .bfc = 1,
                         .trace_records = SIM_TRACE_DEFAULT_RECORDS};
     return SIM_OK;
   }
@@ -90,7 +109,14 @@ int sim_config_from_env(sim_config* cfg, char* msg, size_t msg_len) {
   if (err == SIM_OK)
     err = parse_path("SIMDEV_TRACE", cfg->trace_path, sizeof(cfg->trace_path),
                      msg, msg_len);
+  if (err == SIM_OK)
+    err = parse_u64("SIMDEV_DISCRETE", 0, 1, &discrete, msg, msg_len);
+  if (err == SIM_OK) err = parse_u64("SIMDEV_BFC", 0, 1, &bfc, msg, msg_len);
+  if (err == SIM_OK) err = parse_faults(cfg->faults, sizeof(cfg->faults), msg,
+                                        msg_len);
   if (err != SIM_OK) return err;
+  cfg->discrete = (int)discrete;
+  cfg->bfc = (int)bfc;
   cfg->trace_records = (uint32_t)records;
   cfg->device_count = (int)count;
   cfg->memory_mb = mb;

@@ -16,8 +16,14 @@
 #include "sim_internal.h"
 
 int sim_device_create(int ordinal, uint64_t memory_mb, sim_device** out) {
+  return sim_device_create_ex(ordinal, memory_mb, 0, out);
+}
+
+int sim_device_create_ex(int ordinal, uint64_t memory_mb, unsigned flags,
+                         sim_device** out) {
+  /* SIM_DEVICE_DISCRETE is not implemented yet: refused, not ignored. */
   if (out == NULL || ordinal < 0 || memory_mb == 0 ||
-      memory_mb > SIM_MAX_MEMORY_MB)
+      memory_mb > SIM_MAX_MEMORY_MB || flags != 0)
     return SIM_EINVAL;
   sim_device* dev = calloc(1, sizeof(*dev));
   if (dev == NULL) return SIM_ENOMEM;
@@ -66,6 +72,15 @@ int sim_device_numa_bound(const sim_device* dev) {
   return sim_arena_numa_bound(dev->arena);
 }
 const char* sim_device_name(const sim_device* dev) { return dev->name; }
+int sim_device_discrete(const sim_device* dev) { return 0; }
+
+/* No device is discrete yet (sim_device_create_ex refuses the flag): every
+ * pointer is its own alias, and there is nothing to record. */
+void* sim_mem_alias(const void* p) { return (void*)p; }
+void sim_mem_set_site(const char* op_type, const char* op_name) {
+  (void)op_type;
+  (void)op_name;
+}
 
 /* Records a marker on every stream under the lock (cheap, non-blocking),
  * then waits for the markers without it. A marker is an event, so streams

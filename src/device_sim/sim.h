@@ -80,6 +80,19 @@ typedef struct sim_config {
   /* SIMDEV_TRACE_EVENTS, 1024..SIM_TRACE_MAX_RECORDS, default
    * SIM_TRACE_DEFAULT_RECORDS: records kept per stream ring. */
   uint32_t trace_records;
+  /* SIMDEV_DISCRETE, 0 or 1, default 0: devices are created with
+   * SIM_DEVICE_DISCRETE (below): host code that touches device memory
+   * faults, with a report. */
+  int discrete;
+  /* SIMDEV_BFC, 0 or 1, default 1: TensorFlow's BFC allocator sits on the
+   * plugin's allocate (few large allocations). 0: every tensor is one
+   * sim_mem_alloc, so valgrind, discrete-mode reports and alloc faults see
+   * each tensor (slower; for debugging). Read by src/se only. */
+  int bfc;
+  /* SIMDEV_FAULTS, default unset (""): the fault plan (sim_faults_set,
+   * below). sim_config_from_env checks its grammar; the caller installs it
+   * with sim_faults_set. */
+  char faults[1024];
 } sim_config;
 
 /* Reads SIMDEV_* variables into *cfg (defaults for unset ones). On a bad
@@ -106,6 +119,22 @@ typedef struct sim_device sim_device;
  * a jemalloc arena over it. Fails with SIM_ENOMEM if the region cannot be
  * reserved, SIM_ESYS if hwloc or jemalloc refuse. */
 int sim_device_create(int ordinal, uint64_t memory_mb, sim_device** out);
+
+enum sim_device_flags {
+  /* Discrete memory (SIMDEV_DISCRETE=1), the way a PCIe accelerator's is:
+   * the addresses sim_mem_alloc hands out are not accessible to host code
+   * (a read or write faults at once and device_sim prints a report: the
+   * address, the allocation it falls in with its size, age and the op that
+   * allocated it, the thread and a backtrace; then the process dies of
+   * SIGSEGV as it would have). simdev's own code reaches the bytes through
+   * sim_mem_alias (below): the copies, kernels, memsets and DLPack. */
+  SIM_DEVICE_DISCRETE = 1u << 0,
+};
+/* sim_device_create with flags (sim_device_flags); 0 = sim_device_create. */
+int sim_device_create_ex(int ordinal, uint64_t memory_mb, unsigned flags,
+                         sim_device** out);
+/* 1 if dev was created with SIM_DEVICE_DISCRETE. */
+int sim_device_discrete(const sim_device* dev);
 
 /* Drains and destroys every stream still alive on the device, then releases
  * the arena and the region. Device pointers become invalid. */
@@ -152,6 +181,22 @@ void sim_mem_get_stats(sim_device* dev, sim_mem_stats* out);
 /* 1 if [p, p+size) lies inside dev's region or inside one host range
  * mapped into dev. */
 int sim_mem_contains(const sim_device* dev, const void* p, uint64_t size);
+
+/* The address at which simdev's own code (kernels, copies, DLPack) reads
+ * and writes device pointer p: p itself, except for a pointer inside the
+ * region of a SIM_DEVICE_DISCRETE device, which gets its alias (the same
+ * bytes, mapped a second time at a fixed offset). Pure arithmetic, any
+ * thread, no lock; p may be any pointer (host memory comes back as it is).
+ * Never hand the result to code outside simdev. */
+void* sim_mem_alias(const void* p);
+
+/* What sim_mem_alloc records about an allocation for discrete-mode reports:
+ * the op being run on the calling thread when it allocated. The kernel
+ * layer sets it around TF's compute call (TF allocates a kernel's outputs
+ * on that thread); NULL clears. The strings are copied (truncated) at
+ * allocation; they must live until the matching clear. Thread-local, cheap:
+ * callable whether or not any device is discrete. */
+void sim_mem_set_site(const char* op_type, const char* op_name);
 
 /* Maps the host range [p, p+size) into dev, like cuMemHostRegister: device
  * memory for sim_mem_contains until unregistered (a zero-copy DLPack import
@@ -515,6 +560,49 @@ const char* sim_trace_thread_name(int32_t tid);
  * no stream or device alive (tests, end of a harness run); SIM_EINVAL
  * otherwise. */
 int sim_trace_reset(void);
+
+/* ------------------------------------------------------ fault injection */
+
+/* A process-wide fault plan (SIMDEV_FAULTS) makes chosen operations fail the
+ * way a real device error would, never with a crash:
+ *
+ *   alloc            sim_mem_alloc returns NULL (counted in num_failed)
+ *   memcpy_h2d/_d2h/_d2d  the copy item fails on its stream: sticky error
+ *   launch           a kernel item (trace kind SIM_TRACE_KERNEL; op= matches
+ *                    its trace type) fails on its stream: sticky error
+ *   stream           the fail_at'th item run on a stream fails: sticky
+ *   event            sim_event_record returns SIM_EFAILED at once
+ *   callback         a host callback runs, then its item fails: sticky
+ *
+ * The grammar (docs/debugging.md, "Fault injection") is a comma list of
+ * `kind:key=value[:key=value...]` rules plus an optional `seed=N`; a
+ * message names the offending rule. Injected failures carry a message that
+ * starts "injected by SIMDEV_FAULTS (<rule>)". */
+typedef enum sim_fault_kind {
+  SIM_FAULT_ALLOC = 0,
+  SIM_FAULT_MEMCPY_H2D,
+  SIM_FAULT_MEMCPY_D2H,
+  SIM_FAULT_MEMCPY_D2D,
+  SIM_FAULT_LAUNCH,
+  SIM_FAULT_STREAM,
+  SIM_FAULT_EVENT,
+  SIM_FAULT_CALLBACK,
+  SIM_FAULT_KIND_COUNT
+} sim_fault_kind;
+
+/* Checks spec's grammar without installing it: SIM_OK, or SIM_EINVAL with a
+ * message naming SIMDEV_FAULTS, the rule and what is wrong. NULL or "" is a
+ * valid empty plan. */
+int sim_faults_check(const char* spec, char* msg, size_t msg_len);
+/* Installs spec as the process's plan (replacing the previous one and
+ * zeroing every counter); NULL or "" removes it. SIM_EINVAL as above (the
+ * old plan stays). Call it while no device work is in flight (start-up,
+ * tests). */
+int sim_faults_set(const char* spec, char* msg, size_t msg_len);
+/* Faults of `kind` injected since the last sim_faults_set. */
+uint64_t sim_faults_injected(int kind);
+/* Static name of a kind as the grammar spells it ("alloc", ...). */
+const char* sim_fault_kind_name(int kind);
 
 /* ---------------------------------------------------------- parallel for */
 

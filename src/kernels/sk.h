@@ -260,11 +260,14 @@ static inline sa_dtype sk_sa_dtype(TF_DataType dt) {
 }
 
 /* ---- helpers ------------------------------------------------------------ */
+/* A tensor's bytes as simdev's code reaches them: device memory of a
+ * discrete device (SIMDEV_DISCRETE=1) through its alias (sim_mem_alias),
+ * anything else as TF gave it. Any thread. */
 static inline const void* sk_data(const TF_Tensor* t) {
-  return TF_TensorData(t);
+  return sim_mem_alias(TF_TensorData(t));
 }
 static inline void* sk_mdata(TF_Tensor* t) {
-  return TF_TensorData(t);
+  return sim_mem_alias(TF_TensorData(t));
 }
 
 /* Element i of int32 or int64 index data (shapes, permutations, axes,

@@ -81,7 +81,9 @@ static void create_device(const SP_Platform* platform,
     return;
   }
   sim_device* dev = NULL;
-  int err = sim_device_create(ordinal, g_config.memory_mb, &dev);
+  int err = sim_device_create_ex(ordinal, g_config.memory_mb,
+                                 g_config.discrete ? SIM_DEVICE_DISCRETE : 0,
+                                 &dev);
   if (err != SIM_OK) {
     se_set_statusf(status, err,
                    "cannot create device %d with %llu MiB "
@@ -234,6 +236,13 @@ __attribute__((visibility("default"))) void SE_InitPlugin(
     return;
   }
   check_compatible(params);
+  /* SIMDEV_FAULTS, checked by sim_config_from_env: installed before any
+   * device exists, so the plan counts from the first allocation. */
+  err = sim_faults_set(g_config.faults, msg, sizeof(msg));
+  if (err != SIM_OK) {
+    se_set_status(status, err, "bad setting", msg);
+    return;
+  }
   /* SIMDEV_TRACE: open the file and start recording now, before any device
    * or stream exists, so the trace holds the whole run; a path that cannot
    * be written fails start-up here rather than losing the trace at exit. */
@@ -259,7 +268,8 @@ __attribute__((visibility("default"))) void SE_InitPlugin(
   /* unified_* callbacks stay NULL; TF's BFC sits on our allocate; grow on
    * demand, do not grab the whole region. */
   SE_SET(p, SP_Platform, supports_unified_memory, 0);
-  SE_SET(p, SP_Platform, use_bfc_allocator, 1);
+  /* SIMDEV_BFC=0: every tensor is its own allocation (for debugging). */
+  SE_SET(p, SP_Platform, use_bfc_allocator, g_config.bfc ? 1 : 0);
   SE_SET(p, SP_Platform, force_memory_growth, 1);
 
   fill_platform_fns(params->platform_fns);

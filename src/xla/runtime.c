@@ -104,7 +104,10 @@ static int init_locked(char* msg, size_t len, bool* disabled) {
     g.tracing = 1;
   }
   sim_device* dev;
-  rc = sim_device_create(0, cfg.memory_mb, &dev);
+  rc = sim_faults_set(cfg.faults, msg, len);
+  if (rc != SIM_OK) return rc;
+  rc = sim_device_create_ex(0, cfg.memory_mb,
+                            cfg.discrete ? SIM_DEVICE_DISCRETE : 0, &dev);
   if (rc != SIM_OK) {
     snprintf(msg, len,
              "cannot create simdev device 0 with SIMDEV_MEMORY_MB=%llu: %s",
