@@ -10,7 +10,9 @@ static const char* const kVars[] = {
     "SIMDEV_DEVICE_COUNT", "SIMDEV_MEMORY_MB",
     "SIMDEV_SYNC",         "SIMDEV_UNSAFE_EARLY_COMPLETION",
     "SIMDEV_DISABLE",      "SIMDEV_INLINE",
-    "SIMDEV_TRACE",        "SIMDEV_TRACE_EVENTS"};
+    "SIMDEV_TRACE",        "SIMDEV_TRACE_EVENTS",
+    "SIMDEV_DISCRETE",     "SIMDEV_BFC",
+    "SIMDEV_FAULTS"};
 
 typedef struct saved_env {
   char* value[TU_ARRAY_SIZE(kVars)];
@@ -225,6 +227,52 @@ static void trace_settings(void** state) {
   free(big);
 }
 
+/* The debugging switches (docs/debugging.md): SIMDEV_DISCRETE and SIMDEV_BFC
+ * are 0/1 like the others; SIMDEV_FAULTS is copied whole (its grammar is
+ * faults.c's, tested in test_faults.c), set-but-empty meaning no plan, and a
+ * value too long for the field is an error, not a truncated plan. */
+static void debug_settings(void** state) {
+  char msg[256];
+  sim_config cfg;
+  memset(&cfg, 0xab, sizeof(cfg));
+  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_OK);
+  assert_int_equal(cfg.discrete, 0);
+  assert_int_equal(cfg.bfc, 1);
+  assert_string_equal(cfg.faults, "");
+  setenv("SIMDEV_DISCRETE", "1", 1);
+  setenv("SIMDEV_BFC", "0", 1);
+  setenv("SIMDEV_FAULTS", "", 1);
+  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_OK);
+  assert_int_equal(cfg.discrete, 1);
+  assert_int_equal(cfg.bfc, 0);
+  assert_string_equal(cfg.faults, "");
+  unsetenv("SIMDEV_DISCRETE");
+  unsetenv("SIMDEV_BFC");
+  static const char* const bad[] = {"2", "yes", "", "-1", "1 1"};
+  for (size_t i = 0; i < TU_ARRAY_SIZE(bad); i++) {
+    expect_invalid("SIMDEV_DISCRETE", bad[i]);
+    expect_invalid("SIMDEV_BFC", bad[i]);
+  }
+  size_t n = sizeof(cfg.faults);
+  char* big = (char*)malloc(n + 1);
+  assert_non_null(big);
+  memset(big, 'a', n);
+  big[n] = '\0';
+  setenv("SIMDEV_FAULTS", big, 1);
+  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_EINVAL);
+  unsetenv("SIMDEV_FAULTS");
+  free(big);
+  assert_non_null(strstr(msg, "SIMDEV_FAULTS"));
+  /* SIMDEV_DISABLE=1 still wins: the new variables are not read then. */
+  setenv("SIMDEV_DISABLE", "1", 1);
+  setenv("SIMDEV_DISCRETE", "nonsense", 1);
+  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_OK);
+  assert_int_equal(cfg.disabled, 1);
+  assert_int_equal(cfg.bfc, 1);
+  unsetenv("SIMDEV_DISABLE");
+  unsetenv("SIMDEV_DISCRETE");
+}
+
 /* A bad value next to a good one: still an error naming the bad variable. */
 static void invalid_with_other_valid(void** state) {
   setenv("SIMDEV_MEMORY_MB", "64", 1);
@@ -272,6 +320,7 @@ int main(int argc, char** argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(launch_flags, setup, teardown),
       cmocka_unit_test_setup_teardown(trace_settings, setup, teardown),
+      cmocka_unit_test_setup_teardown(debug_settings, setup, teardown),
       cmocka_unit_test_setup_teardown(defaults, setup, teardown),
       cmocka_unit_test_setup_teardown(disable_switch, setup, teardown),
       cmocka_unit_test_setup_teardown(valid_values, setup, teardown),
