@@ -388,7 +388,8 @@ static void compute_async(void* kernel, TF_OpKernelContext* ctx,
 
   /* TF allocates the op's outputs on this thread, inside compute: the
    * discrete-mode reports name the op that allocated a buffer. */
-  sim_mem_set_site(sim_trace_name(k->trace_type), sim_trace_name(k->trace_name));
+  sim_mem_set_site(sim_trace_name(k->trace_type),
+                   sim_trace_name(k->trace_name));
   k->compute(l, k->state);
   sim_mem_set_site(NULL, NULL);
 
