@@ -388,8 +388,7 @@ static void compute_async(void* kernel, TF_OpKernelContext* ctx,
 
   /* TF allocates the op's outputs on this thread, inside compute: the
    * discrete-mode reports name the op that allocated a buffer. */
-  sim_mem_set_site(sim_trace_name(k->trace_type),
-                   sim_trace_name(k->trace_name));
+  sim_mem_set_site(k->site_type, k->site_name);
   k->compute(l, k->state);
   sim_mem_set_site(NULL, NULL);
 
@@ -513,6 +512,8 @@ void* sk_kernel_new(TF_OpKernelConstruction* c, sk_compute_fn compute,
   TF_StringView name = TF_OpKernelConstruction_GetName(c);
   k->trace_name = intern_n(name.data, name.len);
   k->trace_type = intern_op_type(c);
+  k->site_name = sim_trace_name(k->trace_name);
+  k->site_type = sim_trace_name(k->trace_type);
   return k;
 }
 

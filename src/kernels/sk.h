@@ -93,6 +93,9 @@ typedef struct sk_kernel {
   void* state;
   void (*free_state)(void*);
   uint32_t trace_name, trace_type;
+  /* The same as strings (sim_trace_name, once: it takes a lock), for
+   * sim_mem_set_site around each compute. */
+  const char *site_name, *site_type;
 } sk_kernel;
 
 /* For create functions: a kernel running `compute` with `state` (owned; freed
