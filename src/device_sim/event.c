@@ -119,6 +119,9 @@ static int run_record(sim_work* w, char* msg, size_t len) {
 
 int sim_event_record(sim_event* e, sim_stream* s) {
   if (e == NULL || s == NULL) return SIM_EINVAL;
+  /* SIMDEV_FAULTS event rules (faults.c): refused at once, as a driver
+   * refuses a record; nothing is enqueued and the event stays as it was. */
+  if (sim_faults_on() && sim_faults_event() != SIM_OK) return SIM_EFAILED;
   marker* m = calloc(1, sizeof(*m));
   event_item* it = m ? event_item_new(s, e, run_record, "record event") : NULL;
   if (it == NULL) {
