@@ -147,6 +147,11 @@ void sim_mapped_destroy(sim_device* dev);
 /* 1 if [p, p+size) lies inside one mapped range of dev. */
 int sim_mapped_contains(const sim_device* dev, const void* p, uint64_t size);
 
+/* ---- event.c ----------------------------------------------------------- */
+/* sim_event_record, never refused by a SIMDEV_FAULTS event rule: for the
+ * records device_sim makes for itself (sim_device_synchronize's markers). */
+int sim_event_record_marker(sim_event* e, sim_stream* s);
+
 /* ---- stream.c ---------------------------------------------------------- */
 struct sim_stream {
   sim_device* dev;

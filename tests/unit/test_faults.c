@@ -373,6 +373,27 @@ static void event_nth(void** state) {
   assert_int_equal(sim_faults_injected(SIM_FAULT_EVENT), 1);
 }
 
+/* Only the caller's records are event operations: device_sim's own
+ * (stream-on-stream waits, device synchronize's markers) are never
+ * refused, nor counted. */
+static void event_internal_records(void** state) {
+  tu_fix* f = *state;
+  sim_event* e = tu_event_new(f);
+  set_plan("event:every=1");
+  tu_gate* g = tu_gate_submit(f, f->s[0]);
+  assert_int_equal(sim_stream_wait_stream(f->s[1], f->s[0]), SIM_OK);
+  tu_item* it = tu_calloc(f, 1, sizeof(tu_item));
+  tu_item_init(it, 0, NULL);
+  it->observe = g;
+  assert_int_equal(sim_stream_submit(f->s[1], &it->work), SIM_OK);
+  tu_gate_open(g);
+  assert_int_equal(sim_device_synchronize(f->dev), SIM_OK);
+  assert_int_equal(it->saw_open, 1); /* the wait held it behind the gate */
+  assert_int_equal(sim_faults_injected(SIM_FAULT_EVENT), 0);
+  assert_int_equal(sim_event_record(e, f->s[0]), SIM_EFAILED);
+  assert_int_equal(sim_faults_injected(SIM_FAULT_EVENT), 1);
+}
+
 typedef struct cb_state {
   int calls;
   int saw_status;
@@ -436,7 +457,8 @@ int main(int argc, char** argv) {
       T(grammar_valid),   T(grammar_errors),        T(bad_set_keeps_plan),
       T(alloc_nth_every), T(alloc_after_bytes),     T(alloc_p_deterministic),
       T(memcpy_kinds),    T(launch_op),             T(stream_fail_at),
-      T(event_nth),       T(callback_nth),          T(empty_plan),
+      T(event_nth),       T(event_internal_records), T(callback_nth),
+      T(empty_plan),
   };
   return cmocka_run_group_tests_name("faults", tests, NULL, NULL);
 }
