@@ -116,9 +116,7 @@ static int parse_size(const char* v, size_t len, uint64_t* out,
       case 'K': shift = 10; break;
       case 'M': shift = 20; break;
       case 'G': shift = 30; break;
-      default:
-        *why = "bad size suffix (K, M or G: KiB, MiB, GiB)";
-        return -1;
+      default: *why = "bad size suffix (K, M or G: KiB, MiB, GiB)"; return -1;
     }
     len--;
   }
@@ -217,8 +215,9 @@ static int parse_rule(parse_ctx* c, const char* s, size_t len, rule* r) {
     if (allowed < 0) return fail(c, s, len, "unknown key \"%s\"", key);
     if (!allowed) {
       char why[128];
-      snprintf(why, sizeof(why), "key \"%s\" is not valid for %s (its keys: %s)",
-               key, kind_names[r->kind], keys_of(r->kind));
+      snprintf(why, sizeof(why),
+               "key \"%s\" is not valid for %s (its keys: %s)", key,
+               kind_names[r->kind], keys_of(r->kind));
       return fail(c, s, len, "%s", why);
     }
     for (int i = 0; i < nseen; i++)
@@ -242,11 +241,12 @@ static int parse_rule(parse_ctx* c, const char* s, size_t len, rule* r) {
       if (strcmp(key, "p") == 0) {
         double prob;
         if (parse_prob(v, vlen, &prob) != 0)
-          return fail(c, s, len,
-                      "p must be a decimal probability in (0, 1]%s", "");
+          return fail(c, s, len, "p must be a decimal probability in (0, 1]%s",
+                      "");
         r->trigger = T_P;
         r->p_always = prob >= 1.0;
-        r->threshold = r->p_always ? 0 : (uint64_t)(prob * 18446744073709551616.0);
+        r->threshold =
+            r->p_always ? 0 : (uint64_t)(prob * 18446744073709551616.0);
         if (!r->p_always && r->threshold == 0)
           return fail(c, s, len, "p is too small (%s)", "below 2^-64");
       } else if (strcmp(key, "after_bytes") == 0) {
@@ -259,10 +259,9 @@ static int parse_rule(parse_ctx* c, const char* s, size_t len, rule* r) {
         r->trigger = T_AFTER_BYTES;
       } else {
         if (parse_count(v, vlen, &r->n) != 0)
-          return fail(c, s, len,
-                      "%s= needs a decimal count from 1 to 2^63", key);
-        if (r->n == 0)
-          return fail(c, s, len, "%s=0: counts start at 1", key);
+          return fail(c, s, len, "%s= needs a decimal count from 1 to 2^63",
+                      key);
+        if (r->n == 0) return fail(c, s, len, "%s=0: counts start at 1", key);
         r->trigger = strcmp(key, "nth") == 0     ? T_NTH
                      : strcmp(key, "every") == 0 ? T_EVERY
                                                  : T_FAIL_AT;

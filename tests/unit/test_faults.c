@@ -148,7 +148,8 @@ static void alloc_nth_every(void** state) {
   assert_int_equal(sim_faults_injected(SIM_FAULT_ALLOC), 0);
   for (int i = 0; i < 6; i++) p[i] = sim_mem_alloc(f->dev, 64);
   for (int i = 0; i < 6; i++)
-    if ((p[i] == NULL) != (i % 2 == 1)) fail_msg("every=2: allocation %d", i + 1);
+    if ((p[i] == NULL) != (i % 2 == 1))
+      fail_msg("every=2: allocation %d", i + 1);
   assert_int_equal(sim_faults_injected(SIM_FAULT_ALLOC), 3);
   for (int i = 0; i < 6; i++) sim_mem_free(f->dev, p[i]);
 
@@ -224,9 +225,9 @@ static void memcpy_kinds(void** state) {
   assert_non_null(dev);
   memcpy(host, "AAAAAAAA", 8);
   set_plan("memcpy_d2h:nth=2");
-  copy(s, dev, host, SIM_TRACE_MEMCPY_H2D);      /* not a d2h */
-  copy(s, host + 8, dev, SIM_TRACE_MEMCPY_D2H);  /* d2h 1: done */
-  copy(s, dev + 8, dev, SIM_TRACE_MEMCPY_D2D);   /* not a d2h */
+  copy(s, dev, host, SIM_TRACE_MEMCPY_H2D);     /* not a d2h */
+  copy(s, host + 8, dev, SIM_TRACE_MEMCPY_D2H); /* d2h 1: done */
+  copy(s, dev + 8, dev, SIM_TRACE_MEMCPY_D2D);  /* not a d2h */
   memcpy(host + 32, "BBBBBBBB", 8);
   copy(s, host + 32, dev, SIM_TRACE_MEMCPY_D2H); /* d2h 2: fails */
   copy(s, host + 40, dev, SIM_TRACE_MEMCPY_H2H); /* drained */
@@ -287,7 +288,8 @@ static void launch_op(void** state) {
   }
   char msg[256];
   sim_stream_status(s, msg, sizeof(msg));
-  if (strstr(msg, "injected by SIMDEV_FAULTS (launch:op=MatMul:nth=2)") != msg ||
+  if (strstr(msg, "injected by SIMDEV_FAULTS (launch:op=MatMul:nth=2)") !=
+          msg ||
       strstr(msg, "kernel MatMul (node) not run") == NULL)
     fail_msg("stream message: %s", msg);
   assert_int_equal(sim_faults_injected(SIM_FAULT_LAUNCH), 1);
@@ -334,8 +336,9 @@ static void stream_fail_at(void** state) {
   assert_int_equal(sim_event_query(e), SIM_EVENT_COMPLETE);
   char msg[256];
   sim_stream_status(f->s[1], msg, sizeof(msg));
-  if (strstr(msg, "injected by SIMDEV_FAULTS (stream:fail_at=3): item 3 of "
-                  "stream simdev0-s") != msg)
+  if (strstr(msg,
+             "injected by SIMDEV_FAULTS (stream:fail_at=3): item 3 of "
+             "stream simdev0-s") != msg)
     fail_msg("stream message: %s", msg);
   assert_int_equal(sim_faults_injected(SIM_FAULT_STREAM), 2);
   /* A stream created after the plan counts from its own first item. */
@@ -425,8 +428,9 @@ static void callback_nth(void** state) {
   assert_int_equal(cb[1].saw_status, SIM_EFAILED);
   char msg[256];
   sim_stream_status(f->s[0], msg, sizeof(msg));
-  if (strstr(msg, "injected by SIMDEV_FAULTS (callback:nth=1): host callback "
-                  "ran, then failed") != msg)
+  if (strstr(msg,
+             "injected by SIMDEV_FAULTS (callback:nth=1): host callback "
+             "ran, then failed") != msg)
     fail_msg("stream message: %s", msg);
   assert_int_equal(sim_faults_injected(SIM_FAULT_CALLBACK), 1);
 }
@@ -454,10 +458,18 @@ static void empty_plan(void** state) {
 int main(int argc, char** argv) {
   tu_init(argc, argv);
   const struct CMUnitTest tests[] = {
-      T(grammar_valid),   T(grammar_errors),        T(bad_set_keeps_plan),
-      T(alloc_nth_every), T(alloc_after_bytes),     T(alloc_p_deterministic),
-      T(memcpy_kinds),    T(launch_op),             T(stream_fail_at),
-      T(event_nth),       T(event_internal_records), T(callback_nth),
+      T(grammar_valid),
+      T(grammar_errors),
+      T(bad_set_keeps_plan),
+      T(alloc_nth_every),
+      T(alloc_after_bytes),
+      T(alloc_p_deterministic),
+      T(memcpy_kinds),
+      T(launch_op),
+      T(stream_fail_at),
+      T(event_nth),
+      T(event_internal_records),
+      T(callback_nth),
       T(empty_plan),
   };
   return cmocka_run_group_tests_name("faults", tests, NULL, NULL);
