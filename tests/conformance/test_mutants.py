@@ -195,6 +195,14 @@ CASES = {
         # The same forgotten error, seen by the faults.* error-path test.
         collateral=frozenset({"faults.stream_error_sticky"}),
     ),
+    "cb_drop_after_error": Case(
+        "libconf_mutant_cb_drop_after_error.so",
+        "fail",
+        fails=(
+            Fail("faults.callbacks_after_error_run", "required",
+                 "host_callback", r"ran 0 times"),
+        ),
+    ),
     "many_devices": Case(
         "libconf_mutant_many_devices.so",
         "pass",
