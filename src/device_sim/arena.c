@@ -250,7 +250,10 @@ void* sim_mem_alloc(sim_device* dev, uint64_t size) {
   if (dev == NULL) return NULL;
   sim_arena* a = dev->arena;
   void* p = NULL;
-  if (size <= a->size) {
+  /* SIMDEV_FAULTS alloc rules (faults.c): refused the way a full region
+   * refuses, before jemalloc is asked, so only num_failed changes. */
+  int refused = sim_faults_on() && sim_faults_alloc(dev->name, size);
+  if (!refused && size <= a->size) {
     int flags = MALLOCX_ARENA(a->je_index) | MALLOCX_TCACHE_NONE |
                 MALLOCX_ALIGN(SIM_MEM_ALIGN);
     p = sdje_mallocx(size == 0 ? 1 : (size_t)size, flags);

@@ -101,7 +101,7 @@ int sim_device_synchronize(sim_device* dev) {
       short_of_memory = 1;
       break;
     }
-    SIM_CHECK(sim_event_record(marks[n], s) == SIM_OK);
+    SIM_CHECK(sim_event_record_marker(marks[n], s) == SIM_OK);
     n++;
   }
   sim_unlock(&dev->streams_lock);

@@ -117,7 +117,10 @@ static int run_record(sim_work* w, char* msg, size_t len) {
   return SIM_OK;
 }
 
-int sim_event_record(sim_event* e, sim_stream* s) {
+/* sim_event_record without the fault plan (sim_internal.h): the records
+ * device_sim makes for itself (sim_stream_wait_stream's, the markers of
+ * sim_device_synchronize) are not the caller's event records. */
+int sim_event_record_marker(sim_event* e, sim_stream* s) {
   if (e == NULL || s == NULL) return SIM_EINVAL;
   marker* m = calloc(1, sizeof(*m));
   event_item* it = m ? event_item_new(s, e, run_record, "record event") : NULL;
@@ -137,6 +140,14 @@ int sim_event_record(sim_event* e, sim_stream* s) {
    * than wake the worker for it. */
   if (sim_stream_run_inline(s, &it->w) == 1) return SIM_OK;
   return sim_stream_submit(s, &it->w);
+}
+
+int sim_event_record(sim_event* e, sim_stream* s) {
+  if (e == NULL || s == NULL) return SIM_EINVAL;
+  /* SIMDEV_FAULTS event rules (faults.c): refused at once, as a driver
+   * refuses a record; nothing is enqueued and the event stays as it was. */
+  if (sim_faults_on() && sim_faults_event() != SIM_OK) return SIM_EFAILED;
+  return sim_event_record_marker(e, s);
 }
 
 static int run_wait(sim_work* w, char* msg, size_t len) {
@@ -184,7 +195,7 @@ int sim_stream_wait_stream(sim_stream* dependent, sim_stream* other) {
   sim_event* e;
   int err = sim_event_create(&e);
   if (err != SIM_OK) return err;
-  err = sim_event_record(e, other);
+  err = sim_event_record_marker(e, other);
   if (err == SIM_OK) err = wait_event(dependent, e, SIM_TRACE_STREAM_WAIT);
   sim_event_destroy(e); /* the queued marker and wait hold references */
   return err;

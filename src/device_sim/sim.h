@@ -566,18 +566,36 @@ int sim_trace_reset(void);
 /* A process-wide fault plan (SIMDEV_FAULTS) makes chosen operations fail the
  * way a real device error would, never with a crash:
  *
- *   alloc            sim_mem_alloc returns NULL (counted in num_failed)
- *   memcpy_h2d/_d2h/_d2d  the copy item fails on its stream: sticky error
+ *   alloc            sim_mem_alloc returns NULL (counted in num_failed; no
+ *                    other stat changes)
+ *   memcpy_h2d/_d2h/_d2d  a copy item (its trace kind, as given to
+ *                    sim_memcpy_async_kind) is not run: the stream's status
+ *                    becomes sticky (SIM_EFAILED), its done gets SIM_EFAILED
  *   launch           a kernel item (trace kind SIM_TRACE_KERNEL; op= matches
- *                    its trace type) fails on its stream: sticky error
- *   stream           the fail_at'th item run on a stream fails: sticky
- *   event            sim_event_record returns SIM_EFAILED at once
- *   callback         a host callback runs, then its item fails: sticky
+ *                    sim_trace_name of its trace type) is not run: the same
+ *   stream           fail_at=N: on every stream, the Nth item it runs that
+ *                    is not SIM_WORK_ALWAYS_RUN (kernels, copies, memsets,
+ *                    plain items; events, waits, callbacks and timers always
+ *                    run) is not run: the same
+ *   event            sim_event_record returns SIM_EFAILED at once, enqueues
+ *                    nothing and leaves the event as it was
+ *   callback         a host callback item runs (the callback sees it all),
+ *                    then fails as if the callback had: sticky SIM_EFAILED
+ *
+ * Triggers: nth=N (the Nth matching operation since the plan was installed
+ * fails, once), every=N (operations N, 2N, ...), p=P (each with
+ * probability P, decided by a hash of seed, rule and operation number, so
+ * a seed reproduces the same failures given the same sequence of
+ * operations), alloc's after_bytes=SIZE (every allocation from the one that
+ * takes the bytes requested since installation above SIZE). Matching
+ * operations are counted process-wide across devices and streams, except
+ * fail_at's, per stream; an operation counts for every rule it matches.
+ * Items drained from a failed stream are not operations.
  *
  * The grammar (docs/debugging.md, "Fault injection") is a comma list of
  * `kind:key=value[:key=value...]` rules plus an optional `seed=N`; a
  * message names the offending rule. Injected failures carry a message that
- * starts "injected by SIMDEV_FAULTS (<rule>)". */
+ * starts "injected by SIMDEV_FAULTS (<rule>)", also printed on stderr. */
 typedef enum sim_fault_kind {
   SIM_FAULT_ALLOC = 0,
   SIM_FAULT_MEMCPY_H2D,
@@ -603,6 +621,12 @@ int sim_faults_set(const char* spec, char* msg, size_t msg_len);
 uint64_t sim_faults_injected(int kind);
 /* Static name of a kind as the grammar spells it ("alloc", ...). */
 const char* sim_fault_kind_name(int kind);
+/* The message of the last fault injected on the calling thread ("injected
+ * by SIMDEV_FAULTS (<rule>): ..."), for callers that got only a code
+ * (sim_mem_alloc's NULL, sim_event_record's SIM_EFAILED): copied into msg;
+ * returns 1 if there was one, 0 (msg "") if not. Every injected fault is
+ * also printed on stderr. */
+int sim_faults_last(char* msg, size_t msg_len);
 
 /* ---------------------------------------------------------- parallel for */
 

@@ -5,8 +5,8 @@
  *
  * Who calls whom (no circle): device -> stream, event, arena, mapped;
  * event -> stream; timer -> stream; arena -> mapped; device, stream and
- * arena -> trace -> trace_names; and any of them -> common.c, which calls
- * none of them.
+ * arena -> trace -> trace_names; stream, event and arena -> faults ->
+ * trace_names; and any of them -> common.c, which calls none of them.
  */
 #ifndef SIMDEV_DEVICE_SIM_SIM_INTERNAL_H_
 #define SIMDEV_DEVICE_SIM_SIM_INTERNAL_H_
@@ -147,6 +147,11 @@ void sim_mapped_destroy(sim_device* dev);
 /* 1 if [p, p+size) lies inside one mapped range of dev. */
 int sim_mapped_contains(const sim_device* dev, const void* p, uint64_t size);
 
+/* ---- event.c ----------------------------------------------------------- */
+/* sim_event_record, never refused by a SIMDEV_FAULTS event rule: for the
+ * records device_sim makes for itself (sim_device_synchronize's markers). */
+int sim_event_record_marker(sim_event* e, sim_stream* s);
+
 /* ---- stream.c ---------------------------------------------------------- */
 struct sim_stream {
   sim_device* dev;
@@ -178,6 +183,12 @@ struct sim_stream {
    * runs an item (worker or inline submitter, one at a time), under the
    * ring's own lock, never under `lock`. */
   sim_trace_ring* trace_ring;
+
+  /* stream:fail_at (faults.c): items counted under plan generation
+   * fault_gen. Touched only by the thread running the stream's item (one
+   * at a time: `busy`), so no lock. */
+  uint64_t fault_gen;
+  uint64_t fault_items;
 };
 
 /* Allocates (zeroed) a work item of `size` bytes, a struct that starts with
@@ -185,5 +196,25 @@ struct sim_stream {
  * callback frees it unless the caller replaces it. NULL if out of memory. */
 void* sim_work_alloc(size_t size, sim_work_run_fn run, uint32_t flags,
                      const char* label);
+
+/* ---- faults.c: the fault plan (sim.h, "fault injection") -------------- */
+/* Non-zero while a plan with rules is installed. The sites test it first
+ * (one load) and call the functions below only when it is set. */
+extern __attribute__((visibility("hidden"))) _Atomic int sim_faults_flag;
+static inline int sim_faults_on(void) {
+  return __builtin_expect(
+      atomic_load_explicit(&sim_faults_flag, memory_order_acquire), 0);
+}
+/* An allocation of `size` bytes on device dev_name: 1 if the plan refuses
+ * it (counted, reported), else 0. Any thread, no lock held. */
+int sim_faults_alloc(const char* dev_name, uint64_t size);
+/* An event record: SIM_EFAILED if the plan refuses it, else SIM_OK. */
+int sim_faults_event(void);
+/* A stream item, called by the thread about to run it (after_run 0: may
+ * fail it instead of running it: memcpy, launch, stream kinds) or that ran
+ * it successfully (after_run 1: callback kind). SIM_EFAILED with msg if the
+ * plan fails it, else SIM_OK. No device_sim lock held. */
+int sim_faults_item(sim_stream* s, sim_work* w, int after_run, char* msg,
+                    size_t msg_len);
 
 #endif /* SIMDEV_DEVICE_SIM_SIM_INTERNAL_H_ */

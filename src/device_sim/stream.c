@@ -18,6 +18,10 @@
  * whoever waits on them is still released. Nothing ever hangs on an errored
  * stream.
  *
+ * A SIMDEV_FAULTS plan (faults.c) may fail an item in the run path: a copy,
+ * kernel or stream:fail_at item is then not run and fails like any item
+ * whose run failed; a host callback runs first, then fails.
+ *
  * Teardown sets `stopping`; the worker finishes what is queued, then exits
  * and is joined.
  */
@@ -86,17 +90,34 @@ static int worker_may_go(const sim_stream* s) {
 }
 
 /* Runs w, or skips it (SIM_ESTREAM) when `drain`; records a failure as
- * sticky. Returns what run returned. done is the caller's to call. */
+ * sticky. Returns what run returned. done is the caller's to call. With
+ * `faults` (a SIMDEV_FAULTS plan is installed) the plan may fail the item
+ * instead of running it (a copy or kernel that fails on a device produces
+ * no result), or fail a host callback after it ran (TF's work in it is
+ * never lost); either way the failure is the item's, sticky as any other. */
 static inline __attribute__((always_inline)) int run_only(sim_stream* s,
                                                           sim_work* w,
-                                                          int drain) {
+                                                          int drain,
+                                                          int faults) {
   char msg[256];
   int rc;
   msg[0] = '\0';
-  if (drain)
+  if (drain) {
     rc = SIM_ESTREAM;
-  else
+  } else if (faults &&
+             (rc = sim_faults_item(s, w, 0, msg, sizeof(msg))) != SIM_OK) {
+    /* injected: not run */
+  } else {
     rc = w->run(w, msg, sizeof(msg));
+    if (faults) {
+      char fmsg[256];
+      if (sim_faults_item(s, w, 1, fmsg, sizeof(fmsg)) != SIM_OK &&
+          rc == SIM_OK) {
+        rc = SIM_EFAILED;
+        memcpy(msg, fmsg, sizeof(msg));
+      }
+    }
+  }
   if (rc != SIM_OK && rc != SIM_ESTREAM) {
     sim_lock(&s->lock);
     set_sticky(s, rc, msg, w->label);
@@ -106,7 +127,8 @@ static inline __attribute__((always_inline)) int run_only(sim_stream* s,
 }
 
 /* run_item's rare cases: the stream failed earlier (drain unless
- * SIM_WORK_ALWAYS_RUN), and items submitted while tracing was on. A traced
+ * SIM_WORK_ALWAYS_RUN), items submitted while tracing was on, and any item
+ * while a fault plan is installed (SIMDEV_FAULTS). A traced
  * item's record is written after run and before done: its end is when run
  * returned (what done does, e.g. TF's bookkeeping for a kernel, is not the
  * item's time), and whoever done wakes finds the record there. `how` is
@@ -114,8 +136,9 @@ static inline __attribute__((always_inline)) int run_only(sim_stream* s,
 static __attribute__((noinline)) void run_item_rare(sim_stream* s, sim_work* w,
                                                     int status, uint32_t how) {
   int drain = status != SIM_OK && !(w->flags & SIM_WORK_ALWAYS_RUN);
+  int faults = sim_faults_on();
   if (!(w->flags & SIM_WORK_TRACED_)) {
-    int rc = run_only(s, w, drain);
+    int rc = run_only(s, w, drain, faults);
     if (w->done != NULL) w->done(w, rc); /* may free w */
     return;
   }
@@ -123,7 +146,7 @@ static __attribute__((noinline)) void run_item_rare(sim_stream* s, sim_work* w,
   /* An inline item was stamped at submit an instant ago, on this thread:
    * that is its start too (one clock read less; reads cost ~70 ns on VMs). */
   uint64_t start = (how & SIM_TRACE_INLINE) ? w->trace.enq_ns : sim_now_ns();
-  int rc = run_only(s, w, drain);
+  int rc = run_only(s, w, drain, faults);
   uint64_t end = sim_now_ns();
   sim_trace_item(s->trace_ring, &w->trace, drain ? end : start, end, rc, how);
   if (w->done != NULL) w->done(w, rc); /* may free w */
@@ -131,16 +154,17 @@ static __attribute__((noinline)) void run_item_rare(sim_stream* s, sim_work* w,
 
 /* Runs w (or drains it when the stream failed earlier), records a failure
  * as sticky, calls its done. Called without s->lock, by the one thread that
- * set s->busy. The common case (stream OK, item not traced) is one test of
- * the OR of both conditions, the same single branch as before tracing
- * existed; everything else is in run_item_rare. */
+ * set s->busy. The common case (stream OK, item not traced, no fault plan)
+ * is one test of the OR of the three conditions, the same single branch as
+ * before tracing existed; everything else is in run_item_rare. */
 static void run_item(sim_stream* s, sim_work* w, int status, uint32_t how) {
-  if (__builtin_expect(((uint32_t)status | (w->flags & SIM_WORK_TRACED_)) != 0,
+  if (__builtin_expect(((uint32_t)status | (w->flags & SIM_WORK_TRACED_) |
+                        (uint32_t)sim_faults_on()) != 0,
                        0)) {
     run_item_rare(s, w, status, how);
     return;
   }
-  int rc = run_only(s, w, 0);
+  int rc = run_only(s, w, 0, 0);
   if (w->done != NULL) w->done(w, rc); /* may free w */
 }
 

@@ -189,8 +189,11 @@ static SE_EventStatus get_event_status(const SP_Device* device,
 
 static void record_event(const SP_Device* device, SP_Stream stream,
                          SP_Event event, TF_Status* status) {
-  set_enqueue_status(status, sim_event_record(event->e, stream->s),
-                     "record_event");
+  int err = sim_event_record(event->e, stream->s);
+  /* SIM_EFAILED: SIMDEV_FAULTS refused it; its message says which rule. */
+  char msg[256] = "";
+  if (err == SIM_EFAILED) sim_faults_last(msg, sizeof(msg));
+  se_set_status(status, err, "record_event", msg);
 }
 
 static void wait_for_event(const SP_Device* const device, SP_Stream stream,

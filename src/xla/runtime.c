@@ -232,7 +232,9 @@ int simdev_xla_shutdown(void) {
    * their futures, running XLA's continuations on the worker; handlers
    * those call fail at once (wait_not_stopping), so nothing is queued
    * after this and s stays alive while they look at it. */
-  if (s != NULL) SIM_CHECK(sim_stream_synchronize(s) == SIM_OK);
+  /* Its status may be an error (an item failed by SIMDEV_FAULTS): the
+   * jobs drained behind it got theirs already; the wait is what counts. */
+  if (s != NULL) (void)sim_stream_synchronize(s);
   lock(&g.mu);
   g.draining = NULL;
   unlock(&g.mu);

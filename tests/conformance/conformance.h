@@ -16,6 +16,8 @@
  *   generic_work.c        ... copies, memset
  *   generic_callbacks.c   ... host callbacks, timers
  *   generic_order.c       ... synchronize_all, ordering, concurrent streams
+ *   generic_faults.c      ... error paths: after a callback's error, and
+ *                         the plugin's own failures (--faults)
  *   generic.h             the rules and helpers those files share
  *   kernel_checks.c       what TF_InitKernel registered, read back from TF
  *   simdev_checks.c       checks that know simdev (--simdev)
@@ -295,6 +297,7 @@ extern const harness_test conf_generic_work_tests[];    /* generic_work.c */
 extern const harness_test
     conf_generic_callbacks_tests[];                   /* generic_callbacks.c */
 extern const harness_test conf_generic_order_tests[]; /* generic_order.c */
+extern const harness_test conf_generic_faults_tests[]; /* generic_faults.c */
 extern const harness_test conf_simdev_tests[];        /* simdev_checks.c */
 extern const conf_rule* const conf_common_rules[];    /* util.c */
 extern const conf_rule* const conf_registration_rules[];
@@ -304,6 +307,10 @@ extern const conf_rule* const conf_generic_streams_rules[];
 extern const conf_rule* const conf_generic_work_rules[];
 extern const conf_rule* const conf_generic_callbacks_rules[];
 extern const conf_rule* const conf_generic_order_rules[];
+extern const conf_rule* const conf_generic_faults_rules[];
+/* --faults SPEC: 1 if the harness can inject it, else 0 and why (its own
+ * host callbacks' errors only: generic_faults.c). */
+int conf_faults_option_ok(const char* spec, char* msg, size_t len);
 extern const conf_rule* const conf_simdev_rules[];
 
 /* Sets the per-test timeout conf_safety_ms derives its waits from. */

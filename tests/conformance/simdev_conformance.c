@@ -48,6 +48,7 @@ static const harness_test* const all_tests[] = {conf_generic_tests,
                                                 conf_generic_work_tests,
                                                 conf_generic_callbacks_tests,
                                                 conf_generic_order_tests,
+                                                conf_generic_faults_tests,
                                                 conf_kernel_tests,
                                                 NULL};
 static const conf_rule* const* const all_rules[] = {
@@ -59,6 +60,7 @@ static const conf_rule* const* const all_rules[] = {
     conf_generic_work_rules,
     conf_generic_callbacks_rules,
     conf_generic_order_rules,
+    conf_generic_faults_rules,
     conf_simdev_rules,
     conf_kernel_rules,
     NULL};
@@ -88,6 +90,10 @@ static void usage(FILE* f) {
       "                       a machine without the hardware reports none)\n"
       "  --strict             recommended failures fail the run too\n"
       "  --simdev             also run simdev's own checks\n"
+      "  --faults SPEC        the faults.* tests' own host callbacks fail as\n"
+      "                       SPEC says (callback:nth=N, callback:every=N,\n"
+      "                       comma-separated; SIMDEV_FAULTS's grammar);\n"
+      "                       default callback:nth=1\n"
       "  --no-fork            run every test in this process (for gdb);\n"
       "                       default: one process per test\n"
       "  --tf-dir DIR         the tensorflow package directory whose\n"
@@ -158,6 +164,15 @@ static int parse(int argc, char** argv, conf_options* o, char* lib_path,
       o->strict = 1;
     } else if (strcmp(a, "--no-fork") == 0) {
       o->no_fork = 1;
+    } else if (strcmp(a, "--faults") == 0) {
+      TAKES_VALUE;
+      char why[320];
+      if (!conf_faults_option_ok(v, why, sizeof(why))) {
+        fprintf(stderr, "simdev_conformance: %s\n", why);
+        return 2;
+      }
+      /* The tests' processes inherit it (generic_faults.c reads it). */
+      setenv("CONF_FAULTS", v, 1);
     } else if (strcmp(a, "--filter") == 0) {
       TAKES_VALUE;
       if (!add_list(o->filters, &o->nfilters, v, "--filter")) return 2;

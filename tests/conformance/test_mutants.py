@@ -76,6 +76,7 @@ CB_NEVER_SKIPPED = frozenset({
     "generic.stream_dependency", "generic.events",
     "generic.host_callback_error", "generic.callback_enqueues",
     "generic.synchronize_all", "generic.ordering",
+    "faults.callback_error",
 })
 # Events that lie: every test completing work through an event reports
 # event.pending_until_work_done itself (events, memcpy_async, ordering,
@@ -190,6 +191,16 @@ CASES = {
         fails=(
             Fail("stream_status.reports_callback_error", "recommended",
                  "get_stream_status", r"\bOK\b"),
+        ),
+        # The same forgotten error, seen by the faults.* error-path test.
+        collateral=frozenset({"faults.stream_error_sticky"}),
+    ),
+    "cb_drop_after_error": Case(
+        "libconf_mutant_cb_drop_after_error.so",
+        "fail",
+        fails=(
+            Fail("faults.callbacks_after_error_run", "required",
+                 "host_callback", r"ran 0 times"),
         ),
     ),
     "many_devices": Case(

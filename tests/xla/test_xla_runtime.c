@@ -314,6 +314,41 @@ static void bad_settings(void** state) {
   assert_int_equal(ff_live_errors(), 0);
 }
 
+/* SIMDEV_FAULTS: a bad plan fails init naming it; a stream:fail_at plan
+ * fails a job and the jobs behind it on the stream (sticky), and shutdown
+ * after that is clean. */
+static void faults(void** state) {
+  char msg[512];
+  simdev_xla_shutdown();
+  setenv("SIMDEV_FAULTS", "stream:fail_at=0", 1);
+  assert_int_not_equal(simdev_xla_init(msg, sizeof(msg)), 0);
+  assert_non_null(strstr(msg, "SIMDEV_FAULTS"));
+  assert_non_null(strstr(msg, "rule \"stream:fail_at=0\""));
+  setenv("SIMDEV_FAULTS", "stream:fail_at=2", 1);
+  assert_int_equal(simdev_xla_init(msg, sizeof(msg)), 0);
+  relu_call c[3];
+  ff_result r[3];
+  for (int i = 0; i < 3; i++) {
+    relu_setup(&c[i], 10);
+    r[i] = ff_call(simdev_xla_relu, &c[i].f);
+  }
+  assert_int_equal(r[0].code, OK);
+  assert_int_equal(relu_wrong(&c[0]), 0);
+  ff_assert_error(&r[1], XLA_FFI_Error_Code_INTERNAL, "simdev_relu: ",
+                  "simdev stream failed");
+  ff_assert_error(&r[2], XLA_FFI_Error_Code_INTERNAL, "simdev_relu: ",
+                  "simdev stream failed");
+  for (int i = 0; i < 3; i++) relu_free(&c[i]);
+  unsetenv("SIMDEV_FAULTS");
+  assert_int_equal(simdev_xla_shutdown(), 0);
+  relu_call again; /* a new device, no plan */
+  relu_setup(&again, 10);
+  assert_int_equal(ff_call(simdev_xla_relu, &again.f).code, OK);
+  assert_int_equal(relu_wrong(&again), 0);
+  relu_free(&again);
+  assert_int_equal(ff_live_errors(), 0);
+}
+
 /* ---- XLA's continuation on the worker ---------------------------------- */
 
 /* What a continuation saw; read by the main thread after `done`. */
@@ -575,6 +610,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(worker_error),
       cmocka_unit_test(sync_mode),
       cmocka_unit_test(bad_settings),
+      cmocka_unit_test(faults),
       cmocka_unit_test(continuation_on_worker),
       cmocka_unit_test(shutdown_during_continuation),
       cmocka_unit_test(shutdown_waits_for_a_caller),

@@ -1,0 +1,401 @@
+/*
+ * generic_faults.c - error paths, valid for any plugin: what TF needs from a
+ * plugin once something failed (a host callback's error, or the plugin's
+ * own failures: an allocation refused, a copy that did not happen, a record
+ * refused). Nothing here knows the plugin, except the one simdev-graded
+ * rule (--simdev).
+ *
+ * faults.callback_error: the harness's own host callbacks fail, chosen by
+ *   --faults with SIMDEV_FAULTS's grammar for the one kind a harness can
+ *   inject without plugin knowledge: `callback:nth=N` or `callback:every=N`
+ *   (comma-separated rules; default callback:nth=1). The option is passed
+ *   to the test's process as CONF_FAULTS.
+ * faults.plugin_errors: a fixed sequence of allocations, copies there and
+ *   back on two streams, event records and waits, then teardown. With a
+ *   plugin that never fails it only notes that; with a plugin made to fail
+ *   (simdev: SIMDEV_FAULTS in the environment) every failure it sees is
+ *   held to TF's contracts: reported as a status, never silent; nothing
+ *   left pending; memory released.
+ * A hang is caught by the runner (each test has its own process and
+ * timeout) and reported as that test's failure.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conformance.h"
+#include "generic.h"
+
+#define GENERIC_FAULTS_RULES(X)                                                \
+  X(R_F_CB_DRAIN, "faults.callbacks_after_error_run", REQUIRED,                \
+    "host_callback",                                                           \
+    "Host callbacks enqueued behind one that returned an error still run, "    \
+    "once each: CStream::DoHostCallbackWithStatus hands every callback a "     \
+    "context only HostCallbackTrampoline frees, and whoever enqueued it "      \
+    "waits for it; a stream in error that drops them leaks and hangs its "     \
+    "callers.")                                                                \
+  X(R_F_SYNC_ERR, "faults.sync_reports_error", RECOMMENDED,                    \
+    "block_host_until_done",                                                   \
+    "After an error on a stream, block_host_until_done returns an error "      \
+    "status (it must return at all: the runner's timeout catches a hang): "    \
+    "CStream::BlockHostUntilDone returns it to whoever synchronizes "          \
+    "(PluggableDeviceUtil::Sync), so the failure surfaces there.")             \
+  X(R_F_STICKY, "faults.stream_error_sticky", RECOMMENDED,                     \
+    "get_stream_status",                                                       \
+    "Once work on a stream failed, get_stream_status reports an error, also "  \
+    "after later work on it: CStream::RefreshStatus latches it, and the "      \
+    "work behind a failure ran on inputs that were never produced.")           \
+  X(R_F_EVENT_RESOLVES, "faults.events_resolve", REQUIRED, "get_event_status", \
+    "An event recorded (record_event returned OK) on a stream in error is "    \
+    "no longer SE_EVENT_PENDING once the stream is done: TF's EventMgr "       \
+    "polls it until it is not pending; the tensors and done callbacks "        \
+    "behind it would wait forever. (TF 2.21 aborts on SE_EVENT_ERROR: "        \
+    "that is TF's choice, and the plugin's way to say the work failed.)")      \
+  X(R_F_OTHER_STREAM, "faults.other_streams_work", RECOMMENDED,                \
+    "memcpy_htod / memcpy_dtoh",                                               \
+    "An error on one stream leaves the device's other streams working (a "     \
+    "copy there and back is exact): TF keeps separate copy streams per "       \
+    "device, and a failed step's error is the step's.")                        \
+  X(R_F_FREE, "faults.memory_released", RECOMMENDED,                           \
+    "deallocate / get_allocator_stats",                                        \
+    "Memory allocated around errors is released by deallocate: "               \
+    "get_allocator_stats's bytes_in_use returns to its value before (TF "      \
+    "frees every tensor of a failed step; memory that stays in use after "     \
+    "errors runs a long job out of memory).")                                  \
+  X(R_F_ALLOC_NULL, "faults.failed_allocate_is_null", REQUIRED, "allocate",    \
+    "An allocate that fails leaves opaque NULL and size 0 (TF's "              \
+    "DeviceMemoryBaseFromC takes any non-NULL opaque as memory, and its "      \
+    "allocators take NULL as out of memory: ResourceExhausted).")              \
+  X(R_F_REPORTED, "faults.failed_copy_reported", REQUIRED,                     \
+    "memcpy_htod / memcpy_dtoh / get_stream_status",                           \
+    "A copy whose bytes did not arrive is reported: by its enqueue status, "   \
+    "get_stream_status or block_host_until_done of a stream involved. "        \
+    "Otherwise TF hands the op that needed it garbage, silently.")             \
+  X(R_F_SIMDEV_FIRES, "faults.simdev_plan_fires", SIMDEV, "SIMDEV_FAULTS",     \
+    "With SIMDEV_FAULTS naming alloc, memcpy_h2d, memcpy_d2h or event, the "   \
+    "sequence of faults.plugin_errors meets at least one failure of each "     \
+    "kind named, with a message naming the rule.")
+CONF_RULES(conf_generic_faults_rules, GENERIC_FAULTS_RULES)
+
+/* ---- the harness's plan: callback:nth=N / callback:every=N -------------- */
+
+typedef struct cb_plan {
+  long nth[8], every[8];
+  int nnth, nevery;
+} cb_plan;
+
+/* Parses spec; 0 and a message if it is not callback rules only. */
+static int parse_plan(const char* spec, cb_plan* p, char* msg, size_t len) {
+  memset(p, 0, sizeof(*p));
+  const char* s = spec;
+  while (*s) {
+    const char* comma = strchr(s, ',');
+    size_t n = comma ? (size_t)(comma - s) : strlen(s);
+    char rule[64];
+    snprintf(rule, sizeof(rule), "%.*s", (int)(n < 63 ? n : 63), s);
+    long v = 0;
+    char tail = 0;
+    int nth = sscanf(rule, "callback:nth=%ld%c", &v, &tail) == 1;
+    int every = !nth && sscanf(rule, "callback:every=%ld%c", &v, &tail) == 1;
+    if ((!nth && !every) || v < 1 || p->nnth == 8 || p->nevery == 8) {
+      snprintf(msg, len,
+               "--faults: rule \"%s\": the harness injects only its own host "
+               "callbacks' errors (callback:nth=N or callback:every=N, N >= "
+               "1); a plugin's own faults are set through the plugin "
+               "(simdev: SIMDEV_FAULTS)",
+               rule);
+      return 0;
+    }
+    if (nth) p->nth[p->nnth++] = v;
+    if (every) p->every[p->nevery++] = v;
+    s = comma ? comma + 1 : s + n;
+  }
+  return 1;
+}
+
+int conf_faults_option_ok(const char* spec, char* msg, size_t len) {
+  cb_plan p;
+  return parse_plan(spec, &p, msg, len);
+}
+
+/* Whether the plan fails the i-th callback (from 1). */
+static int plan_fails(const cb_plan* p, long i) {
+  for (int k = 0; k < p->nnth; k++)
+    if (i == p->nth[k]) return 1;
+  for (int k = 0; k < p->nevery; k++)
+    if (i % p->every[k] == 0) return 1;
+  return 0;
+}
+
+static int64_t in_use(conf_env* e, int* ok) {
+  SP_AllocatorStats s = {.struct_size = SP_ALLOCATORSTATS_STRUCT_SIZE};
+  *ok = e->se.get_allocator_stats != NULL &&
+        e->se.get_allocator_stats(D0, &s) != 0;
+  return *ok ? s.bytes_in_use : 0;
+}
+
+/* A copy there and back on a stream of its own. */
+static void other_stream_works(conf_env* e, const char* after) {
+  enum { kN = 1000 };
+  unsigned char src[kN], dst[kN];
+  SP_Stream s2 = conf_stream_new(e, 0);
+  SP_DeviceMemoryBase d = conf_alloc(e, 0, kN);
+  if (s2 == NULL || d.opaque == NULL) {
+    conf_note("no second stream or buffer for faults.other_streams_work");
+    goto out;
+  }
+  conf_fill(src, kN, 91);
+  memset(dst, 0, kN);
+  e->se.memcpy_htod(D0, s2, &d, src, kN, conf_st(e));
+  TF_Code c1 = conf_status_code(e->st);
+  e->se.memcpy_dtoh(D0, s2, dst, &d, kN, conf_st(e));
+  TF_Code c2 = conf_status_code(e->st);
+  TF_Code c3 = conf_sync(e, 0, s2);
+  EXPECT(R_F_OTHER_STREAM,
+         c1 == TF_OK && c2 == TF_OK && c3 == TF_OK &&
+             generic_first_diff(src, dst, kN) < 0,
+         "after %s, a copy there and back on a new stream of the same device "
+         "gave %s/%s/%s, first differing byte %ld",
+         after, conf_code_name(c1), conf_code_name(c2), conf_code_name(c3),
+         generic_first_diff(src, dst, kN));
+out:
+  if (d.opaque != NULL) conf_free(e, 0, &d);
+  conf_stream_free(e, 0, s2);
+}
+
+/* ---- faults.callback_error ---------------------------------------------- */
+
+static void test_callback_error(conf_env* e) {
+  enum { kK = 6, kN = 4096 };
+  const char* spec = getenv("CONF_FAULTS");
+  if (spec == NULL || spec[0] == '\0') spec = "callback:nth=1";
+  cb_plan plan;
+  char msg[256];
+  if (!parse_plan(spec, &plan, msg, sizeof(msg))) {
+    conf_skip("%s", msg);
+    return;
+  }
+  conf_probe p[kK];
+  SP_Event ev[kK] = {0};
+  int recorded[kK] = {0};
+  unsigned char src[kN];
+  int stats_ok = 0;
+  int64_t before = in_use(e, &stats_ok);
+  SP_DeviceMemoryBase d = {0};
+  SP_Stream s = conf_stream_new(e, 0);
+  if (s == NULL || !generic_callbacks_run(e, s)) goto out;
+  d = conf_alloc(e, 0, kN);
+  ENSURE(R_ALLOCATE, d.opaque != NULL, "allocate(%d) returned NULL", kN);
+  conf_fill(src, kN, 5);
+  int first_fail = 0;
+  for (int i = 0; i < kK; i++) {
+    int fails = plan_fails(&plan, i + 1);
+    if (fails && first_fail == 0) first_fail = i + 1;
+    e->se.memcpy_htod(D0, s, &d, src, kN, conf_st(e));
+    ENSURE(
+        R_HOST_CB_TRUE,
+        conf_enqueue_probe(e, 0, s, &p[i], -1, 0, fails ? TF_INTERNAL : TF_OK,
+                           fails ? "conformance --faults: injected" : NULL),
+        "host_callback returned false (callback %d)", i + 1);
+    e->se.create_event(D0, &ev[i], conf_st(e));
+    if (conf_status_code(e->st) == TF_OK && ev[i] != NULL) {
+      e->se.record_event(D0, s, ev[i], conf_st(e));
+      recorded[i] = conf_status_code(e->st) == TF_OK;
+    }
+  }
+  if (first_fail == 0) {
+    conf_skip("--faults %s fails none of this test's %d callbacks", spec, kK);
+    goto out;
+  }
+  TF_Code c = conf_sync(e, 0, s);
+  EXPECT(R_F_SYNC_ERR, c != TF_OK,
+         "block_host_until_done returned OK after host callback %d returned "
+         "INTERNAL",
+         first_fail);
+  for (int i = 0; i < kK; i++) {
+    conf_probe r = conf_probe_get(&p[i]);
+    EXPECT(R_F_CB_DRAIN, r.ran == 1,
+           "host callback %d (callback %d failed before it) ran %d times by "
+           "the time the stream reported done",
+           i + 1, first_fail, r.ran);
+    if (recorded[i]) {
+      SE_EventStatus st = e->se.get_event_status(D0, ev[i]);
+      EXPECT(R_F_EVENT_RESOLVES, st != SE_EVENT_PENDING,
+             "the event recorded after callback %d is %s after "
+             "block_host_until_done returned",
+             i + 1, generic_event_status_name(st));
+    }
+  }
+  for (int k = 0; k < 2; k++) {
+    e->se.get_stream_status(D0, s, conf_st(e));
+    EXPECT(R_F_STICKY, conf_status_code(e->st) != TF_OK,
+           "get_stream_status (call %d) returned OK after host callback %d "
+           "returned INTERNAL",
+           k + 1, first_fail);
+  }
+  other_stream_works(e, "a host callback's error");
+out:
+  for (int i = 0; i < kK; i++)
+    if (ev[i] != NULL) e->se.destroy_event(D0, ev[i]);
+  if (d.opaque != NULL) conf_free(e, 0, &d);
+  conf_stream_free(e, 0, s);
+  int ok2 = 0;
+  int64_t after = in_use(e, &ok2);
+  if (stats_ok && ok2)
+    EXPECT_CMP(R_F_FREE, after, ==, before,
+               "bytes_in_use after a failed stream's memory was freed");
+}
+
+/* ---- faults.plugin_errors ----------------------------------------------- */
+
+enum { kBufs = 8, kBytes = 4096 };
+
+typedef struct plugin_run {
+  SP_DeviceMemoryBase d[kBufs];
+  unsigned char src[kBufs][kBytes], dst[kBufs][kBytes];
+  TF_Code htod[kBufs], dtoh[kBufs];
+  SP_Event ev[kBufs];
+  int recorded[kBufs];
+  int alloc_failed, record_failed, enqueue_failed;
+} plugin_run;
+
+static void test_plugin_errors(conf_env* e) {
+  plugin_run* r = calloc(1, sizeof(*r));
+  int stats_ok = 0;
+  int64_t before = in_use(e, &stats_ok);
+  SP_Stream a = conf_stream_new(e, 0), b = conf_stream_new(e, 0);
+  if (r == NULL || a == NULL || b == NULL) goto out;
+  for (int i = 0; i < kBufs; i++) {
+    r->d[i] = conf_alloc(e, 0, kBytes);
+    if (r->d[i].opaque == NULL) {
+      r->alloc_failed++;
+      EXPECT(R_F_ALLOC_NULL, r->d[i].size == 0,
+             "allocate(%d) returned opaque NULL with size %llu", kBytes,
+             (unsigned long long)r->d[i].size);
+    }
+  }
+  /* Defined bytes in every buffer first (on b): a copy in that fails must
+   * leave zeros to compare, not memory nobody wrote. */
+  for (int i = 0; i < kBufs; i++)
+    if (r->d[i].opaque != NULL)
+      e->se.mem_zero(D0, b, &r->d[i], kBytes, conf_st(e));
+  conf_sync(e, 0, b);
+  /* Stream a copies in and records an event after each copy; b copies out
+   * once a is done (the host waits: this test is about failures, not
+   * about events ordering streams, which generic.events checks). */
+  for (int i = 0; i < kBufs; i++) {
+    if (r->d[i].opaque == NULL) continue;
+    conf_fill(r->src[i], kBytes, 100 + (unsigned)i);
+    e->se.memcpy_htod(D0, a, &r->d[i], r->src[i], kBytes, conf_st(e));
+    r->htod[i] = conf_status_code(e->st);
+    r->enqueue_failed += r->htod[i] != TF_OK;
+    e->se.create_event(D0, &r->ev[i], conf_st(e));
+    if (conf_status_code(e->st) != TF_OK || r->ev[i] == NULL) continue;
+    e->se.record_event(D0, a, r->ev[i], conf_st(e));
+    r->recorded[i] = conf_status_code(e->st) == TF_OK;
+    if (!r->recorded[i]) {
+      r->record_failed++;
+      conf_note("record_event %d failed: %s: %s", i,
+                conf_code_name(conf_status_code(e->st)),
+                conf_status_msg(e->st));
+    }
+  }
+  TF_Code ca = conf_sync(e, 0, a);
+  for (int i = 0; i < kBufs; i++) {
+    if (r->d[i].opaque == NULL) continue;
+    e->se.memcpy_dtoh(D0, b, r->dst[i], &r->d[i], kBytes, conf_st(e));
+    r->dtoh[i] = conf_status_code(e->st);
+    r->enqueue_failed += r->dtoh[i] != TF_OK;
+  }
+  TF_Code cb = conf_sync(e, 0, b);
+  char msg_a[256], msg_b[256];
+  e->se.get_stream_status(D0, a, conf_st(e));
+  TF_Code sa = conf_status_code(e->st);
+  snprintf(msg_a, sizeof(msg_a), "%s", conf_status_msg(e->st));
+  e->se.get_stream_status(D0, b, conf_st(e));
+  TF_Code sb = conf_status_code(e->st);
+  snprintf(msg_b, sizeof(msg_b), "%s", conf_status_msg(e->st));
+  int stream_err = ca != TF_OK || cb != TF_OK || sa != TF_OK || sb != TF_OK;
+  int lost = 0;
+  for (int i = 0; i < kBufs; i++) {
+    if (r->d[i].opaque == NULL) continue;
+    long diff = generic_first_diff(r->src[i], r->dst[i], kBytes);
+    if (diff >= 0) {
+      lost++;
+      EXPECT(R_F_REPORTED,
+             r->htod[i] != TF_OK || r->dtoh[i] != TF_OK || stream_err,
+             "buffer %d came back different at byte %ld, and no status said "
+             "so (enqueues OK, both streams OK)",
+             i, diff);
+    }
+    if (r->recorded[i]) {
+      SE_EventStatus st = e->se.get_event_status(D0, r->ev[i]);
+      EXPECT(R_F_EVENT_RESOLVES, st != SE_EVENT_PENDING,
+             "event %d is %s after both streams were synchronized", i,
+             generic_event_status_name(st));
+    }
+  }
+  if (stream_err) {
+    e->se.get_stream_status(D0, sa != TF_OK ? a : b, conf_st(e));
+    EXPECT(R_F_STICKY, conf_status_code(e->st) != TF_OK,
+           "get_stream_status went back to OK after reporting %s",
+           sa != TF_OK ? msg_a : msg_b);
+  }
+  conf_note(
+      "plugin failures seen: %d allocate, %d record_event, %d copy "
+      "enqueue, %d buffers not copied; stream a: %s%s%s, stream b: "
+      "%s%s%s",
+      r->alloc_failed, r->record_failed, r->enqueue_failed, lost,
+      conf_code_name(sa), sa != TF_OK ? ": " : "", msg_a, conf_code_name(sb),
+      sb != TF_OK ? ": " : "", msg_b);
+  if (stream_err || r->alloc_failed || r->record_failed) {
+    other_stream_works(e, "the plugin's own errors");
+  }
+  const char* plan = getenv("SIMDEV_FAULTS");
+  /* The plan counts from the process's start: only with a process of its
+   * own (not --no-fork) is this test's sequence the one it sees. */
+  if (e->opt->simdev && !e->opt->no_fork && plan != NULL && plan[0] != '\0') {
+    if (strstr(plan, "alloc:"))
+      EXPECT(R_F_SIMDEV_FIRES, r->alloc_failed > 0,
+             "SIMDEV_FAULTS=%s, and no allocate failed", plan);
+    if (strstr(plan, "event:"))
+      EXPECT(R_F_SIMDEV_FIRES, r->record_failed > 0,
+             "SIMDEV_FAULTS=%s, and no record_event failed", plan);
+    if (strstr(plan, "memcpy_h2d:"))
+      EXPECT(R_F_SIMDEV_FIRES,
+             strstr(msg_a, "injected by SIMDEV_FAULTS (memcpy_h2d") != NULL,
+             "SIMDEV_FAULTS=%s, and stream a (copies in) says \"%s\"", plan,
+             msg_a);
+    if (strstr(plan, "memcpy_d2h:"))
+      EXPECT(R_F_SIMDEV_FIRES,
+             strstr(msg_b, "injected by SIMDEV_FAULTS (memcpy_d2h") != NULL,
+             "SIMDEV_FAULTS=%s, and stream b (copies out) says \"%s\"", plan,
+             msg_b);
+  }
+out:
+  if (r != NULL) {
+    for (int i = 0; i < kBufs; i++) {
+      if (r->ev[i] != NULL) e->se.destroy_event(D0, r->ev[i]);
+      if (r->d[i].opaque != NULL) conf_free(e, 0, &r->d[i]);
+    }
+  }
+  conf_stream_free(e, 0, a);
+  conf_stream_free(e, 0, b);
+  free(r);
+  int ok2 = 0;
+  int64_t after = in_use(e, &ok2);
+  if (stats_ok && ok2)
+    EXPECT_CMP(R_F_FREE, after, ==, before,
+               "bytes_in_use after the sequence's memory was freed");
+}
+
+/* ------------------------------------------------------------ list */
+
+const harness_test conf_generic_faults_tests[] = {
+    {"faults.callback_error", test_callback_error, 0},
+    {"faults.plugin_errors", test_plugin_errors, 0},
+    {NULL, NULL, 0},
+};
