@@ -171,7 +171,7 @@ static uint32_t trace_name_locked(const char* target) {
 }
 
 /* Makes sure dev and stream exist and keeps them alive until release.
- * *trace_name: target's trace name id when recording is on, else 0. */
+ * *trace_name: target's trace name id (0 if the table is full). */
 static XLA_FFI_Error_Code acquire(const char* target, sim_device** dev,
                                   sim_stream** s, int* sync,
                                   uint32_t* trace_name, char* msg, size_t len) {
@@ -188,7 +188,7 @@ static XLA_FFI_Error_Code acquire(const char* target, sim_device** dev,
     *dev = g.dev;
     *s = g.stream;
     *sync = g.sync;
-    *trace_name = sim_trace_active() ? trace_name_locked(target) : 0;
+    *trace_name = trace_name_locked(target);
   }
   unlock(&g.mu);
   if (rc == SIM_OK) return XLA_FFI_Error_Code_OK;
@@ -280,13 +280,17 @@ static int job_run(sim_work* w, char* msg, size_t len) {
 }
 
 /* Worker: completes the call. status is not SIM_OK only when the stream
- * drained the job without running it (it was in error: not from our jobs). */
+ * did not run the job: it was in error already (not from our jobs, whose
+ * failures are in j->code), or SIMDEV_FAULTS failed it. */
 static void job_done(sim_work* w, int status) {
   sx_job* j = (sx_job*)w;
   if (status != SIM_OK) {
+    /* The stream's first failure says why (e.g. a SIMDEV_FAULTS rule). */
+    char why[256];
+    sim_stream_status(j->stream, why, sizeof(why));
     j->code = XLA_FFI_Error_Code_INTERNAL;
     snprintf(j->msg, sizeof(j->msg), "simdev stream failed: %s",
-             sim_strerror(status));
+             why[0] != '\0' ? why : sim_strerror(status));
   }
   lock(&counts.mu);
   if (j->code == XLA_FFI_Error_Code_OK)
@@ -341,16 +345,16 @@ XLA_FFI_Error* sx_launch(const sx_call* c, sx_job* j) {
   j->work.run = job_run;
   j->work.done = job_done;
   j->work.label = c->target;
-  if (trace_name != 0) {
-    /* A kernel record named after the target, its op type the same (the
-     * TF plugin's are node name and op type). */
-    j->work.trace.kind = SIM_TRACE_KERNEL;
-    j->work.trace.name = trace_name;
-    j->work.trace.type = trace_name;
-  }
+  /* A kernel item named after the target, its op type the same (the TF
+   * plugin's are node name and op type): the trace recorder shows it and
+   * SIMDEV_FAULTS' launch rules (op=simdev_matmul) match it. */
+  j->work.trace.kind = SIM_TRACE_KERNEL;
+  j->work.trace.name = trace_name;
+  j->work.trace.type = trace_name;
   j->target = c->target;
   j->api = c->api;
   j->dev = dev;
+  j->stream = s;
 
   if (sync) {
     struct sx_wait wt = {.done = false};

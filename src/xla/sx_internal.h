@@ -128,6 +128,7 @@ struct sx_job {
   const XLA_FFI_Api* api;
   XLA_FFI_Future* future; /* async; NULL with SIMDEV_SYNC */
   sim_device* dev;
+  sim_stream* stream;
   struct sx_wait* wait; /* SIMDEV_SYNC: the handler waiting; else NULL */
   /* Written by the worker: */
   XLA_FFI_Error_Code code;

@@ -334,11 +334,24 @@ static void faults(void** state) {
   }
   assert_int_equal(r[0].code, OK);
   assert_int_equal(relu_wrong(&c[0]), 0);
+  /* The message is the stream's first failure: the rule that made it. */
   ff_assert_error(&r[1], XLA_FFI_Error_Code_INTERNAL, "simdev_relu: ",
-                  "simdev stream failed");
+                  "injected by SIMDEV_FAULTS (stream:fail_at=2)");
   ff_assert_error(&r[2], XLA_FFI_Error_Code_INTERNAL, "simdev_relu: ",
-                  "simdev stream failed");
+                  "injected by SIMDEV_FAULTS (stream:fail_at=2)");
   for (int i = 0; i < 3; i++) relu_free(&c[i]);
+  simdev_xla_shutdown();
+  /* launch rules match a target by name, tracing on or off. */
+  setenv("SIMDEV_FAULTS", "launch:op=simdev_relu:nth=2", 1);
+  assert_int_equal(simdev_xla_init(msg, sizeof(msg)), 0);
+  for (int i = 0; i < 2; i++) {
+    relu_setup(&c[i], 10);
+    r[i] = ff_call(simdev_xla_relu, &c[i].f);
+  }
+  assert_int_equal(r[0].code, OK);
+  ff_assert_error(&r[1], XLA_FFI_Error_Code_INTERNAL, "simdev_relu: ",
+                  "injected by SIMDEV_FAULTS (launch:op=simdev_relu:nth=2)");
+  for (int i = 0; i < 2; i++) relu_free(&c[i]);
   unsetenv("SIMDEV_FAULTS");
   assert_int_equal(simdev_xla_shutdown(), 0);
   relu_call again; /* a new device, no plan */
