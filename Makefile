@@ -25,6 +25,9 @@
 #   make test-c    set up, then ctest (C tests, valgrind runs)
 #   make test-tf   set up, then pytest tests/tf tests/conformance tests/jax
 #                  (PYTEST_ARGS)
+#   make install-asan  install a plugin built with ASan+UBSan into .venv, to
+#                  run TF scripts under AddressSanitizer (docs/debugging.md);
+#                  `make install` puts the normal one back
 #
 # Every step fails on the first error: recipes run under bash with pipefail,
 # and no output is filtered through a command that could hide a failure.
@@ -43,7 +46,7 @@ SOURCES := $(shell find src python -type f -not -path '*/__pycache__/*' 2>/dev/n
            $(wildcard tests/conformance/*.[ch] tests/conformance/CMakeLists.txt) \
            CMakeLists.txt pyproject.toml scripts/build-jemalloc.sh
 
-.PHONY: all setup system build install demo test test-c test-tf test-mutation bench clean
+.PHONY: all setup system build install install-asan demo test test-c test-tf test-mutation bench clean
 .PHONY: sweep
 
 all: setup
@@ -81,6 +84,17 @@ install: .stamps/installed
 .stamps/installed: $(SOURCES) $(VENV)/.stamp
 	$(VPY) -m pip install -q --no-build-isolation --no-deps .
 	@mkdir -p .stamps && touch $@
+
+# The same wheel built with -DSIMDEV_SANITIZE=ON (ASan+UBSan, -O1, debug
+# info) in its own build tree, installed over the normal plugin: only for
+# running TF scripts under AddressSanitizer (docs/debugging.md says how:
+# python needs libasan preloaded). It drops the install stamp, so the next
+# `make install` reinstalls the normal plugin.
+install-asan: $(VENV)/.stamp
+	rm -f .stamps/installed
+	$(VPY) -m pip install -q --no-build-isolation --no-deps \
+	  -C build-dir=$(BUILD)/wheel-asan -C cmake.build-type=Debug \
+	  -C cmake.define.SIMDEV_SANITIZE=ON .
 
 demo: setup
 	$(VPY) examples/demo.py

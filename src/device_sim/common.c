@@ -2,8 +2,9 @@
  * common.c - the helpers every file of device_sim shares (as libuv's
  * uv-common.c): error strings, the invariant check's report, condition
  * variables on the monotonic clock, the clock itself, the floating-point
- * mode of device threads. It calls no other file
- * of device_sim, so any of them may call it without making a circle.
+ * mode of device threads, the debugger's stop for stream failures. It calls
+ * no other file of device_sim, so any of them may call it without making a
+ * circle.
  *
  * No state, no locks: every function is safe from any thread.
  */
@@ -20,6 +21,13 @@
 void sim_invariant_failed(const char* file, int line, const char* what) {
   fprintf(stderr, "simdev: %s:%d: invariant failed: %s\n", file, line, what);
   abort();
+}
+
+/* Empty on purpose: a place for a debugger to stop (docs/debugging.md, "gdb").
+ * noinline and the asm keep the call and the symbol in optimised builds. */
+__attribute__((noinline)) void sim_stream_failed(const sim_stream* s, int err,
+                                                 const char* msg) {
+  __asm__ volatile("" : : "r"(s), "r"(err), "r"(msg) : "memory");
 }
 
 const char* sim_strerror(int err) {

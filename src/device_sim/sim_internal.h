@@ -37,6 +37,13 @@ static inline void sim_broadcast(pthread_cond_t* c) {
 }
 
 /* ---- common.c (also sim_strerror, sim_invariant_failed, sim_now_ns) ---- */
+/* Called once per stream, when its sticky status is first set (stream.c's
+ * set_sticky, on the thread that ran the failing item, with s->lock held),
+ * with the code and the message the stream keeps. It does nothing: it is
+ * the one place `break sim_stream_failed` stops at every stream's first
+ * failure (docs/debugging.md, "gdb"). A kernel's own failure (sk_fail) is
+ * per launch, never a stream failure, and does not come here. */
+void sim_stream_failed(const sim_stream* s, int err, const char* msg);
 /* Initialises a condvar on CLOCK_MONOTONIC: a timed wait on it (device_sim
  * has none today) would ignore wall-clock jumps. */
 void sim_cond_init(pthread_cond_t* c);

@@ -72,6 +72,7 @@ static void set_sticky(sim_stream* s, int err, const char* msg,
   else
     snprintf(s->msg, sizeof(s->msg), "%s: %s", label ? label : "work item",
              sim_strerror(err));
+  sim_stream_failed(s, err, s->msg); /* gdb: break sim_stream_failed */
 }
 
 /* Whether the worker may take the head item. Called with s->lock held. Not
