@@ -384,6 +384,8 @@ static void chain(int sig, siginfo_t* si, void* uc,
   }
 }
 
+static _Atomic int g_reporting; /* tid writing a report, or 0 */
+
 static void on_fault(int sig, siginfo_t* si, void* uc) {
   int saved = errno;
   /* si_addr means something only for a fault the kernel raised. */
@@ -392,7 +394,19 @@ static void on_fault(int sig, siginfo_t* si, void* uc) {
   if (ri < 0) {
     chain(sig, si, uc, prev);
   } else {
+    /* One report at a time: threads that fault together (TF runs several
+     * kernels at once) would interleave their lines. A thread waits up to
+     * ~2 s for another's report, then writes its own anyway. */
+    int me = (int)syscall(SYS_gettid), none = 0;
+    for (int i = 0; i < 2000; i++) {
+      if (atomic_compare_exchange_strong(&g_reporting, &none, me)) break;
+      if (none == me) break; /* a fault inside our own report: go on */
+      none = 0;
+      struct timespec ms = {0, 1000000};
+      nanosleep(&ms, NULL);
+    }
     report(sig, si, ri);
+    atomic_store(&g_reporting, 0);
     /* The access runs again on return and meets the previous handler. */
     sigaction(sig, prev, NULL);
   }
