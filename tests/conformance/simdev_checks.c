@@ -32,53 +32,53 @@
 /* Every rule here is simdev's promise (sim.h, README), not TF's: grade
  * simdev, run with --simdev only. */
 #define SIMDEV_RULES(X)                                                       \
-  X(R_NAMES, "simdev.platform", SIMDEV, "SP_Platform / SP_Device",            \
-    "Platform and device type are \"SIMDEV\"; every device has a hardware "   \
+  X(R_NAMES, "simdev.platform", SIMDEV, "SP_Platform / SP_Device",           \
+    "Platform and device type are \"SIMDEV\"; every device has a hardware "  \
     "name, a vendor and a handle; get_numa_node is set (the region is bound " \
-    "to a NUMA node when the machine has one).")                              \
-  X(R_LIMITS, "simdev.memory_limit", SIMDEV,                                  \
-    "get_allocator_stats / device_memory_usage",                              \
+    "to a NUMA node when the machine has one).")                             \
+  X(R_LIMITS, "simdev.memory_limit", SIMDEV,                                 \
+    "get_allocator_stats / device_memory_usage",                             \
     "The device's region of SIMDEV_MEMORY_MB MiB (default 2048) is the "      \
-    "allocator's bytes_limit and device_memory_usage's total; free memory "   \
-    "lies between 0 and the total.")                                          \
-  X(R_ALIGN, "simdev.alignment", SIMDEV, "allocate",                          \
+    "allocator's bytes_limit and device_memory_usage's total; free memory "  \
+    "lies between 0 and the total.")                                         \
+  X(R_ALIGN, "simdev.alignment", SIMDEV, "allocate",                         \
     "Allocations are 64-byte aligned, report the size asked for, and live "   \
-    "allocations never overlap.")                                             \
-  X(R_HOST_ADDR, "simdev.host_addressable", SIMDEV, "allocate",               \
-    "Device memory is host-addressable: TF's DEVICE_DEFAULT kernels read "    \
-    "and write simdev buffers directly. With SIMDEV_DISCRETE=1 it is not: "   \
-    "a host read dies of SIGSEGV after simdev's report, and the bytes are "   \
-    "still there for the copies.")                                            \
-  X(R_OVER_LIMIT, "simdev.over_limit", SIMDEV, "allocate",                    \
-    "An allocation above the limit returns NULL (TF turns it into "           \
+    "allocations never overlap.")                                            \
+  X(R_HOST_ADDR, "simdev.host_addressable", SIMDEV, "allocate",              \
+    "Device memory is host-addressable: TF's DEVICE_DEFAULT kernels read "   \
+    "and write simdev buffers directly. With SIMDEV_DISCRETE=1 it is not: "  \
+    "a host read dies of SIGSEGV after simdev's report, and the bytes are "  \
+    "still there for the copies.")                                           \
+  X(R_OVER_LIMIT, "simdev.over_limit", SIMDEV, "allocate",                   \
+    "An allocation above the limit returns NULL (TF turns it into "          \
     "ResourceExhausted), changes no statistics, and the device still works.") \
-  X(R_CB_MESSAGE, "simdev.callback_error_message", SIMDEV,                    \
-    "get_stream_status",                                                      \
-    "A failed host callback's message reaches get_stream_status; work "       \
-    "queued after the failure still completes (nobody waiting hangs), and "   \
-    "other streams stay OK.")                                                 \
-  X(R_DRAINS, "simdev.destroy_drains", SIMDEV, "destroy_stream",              \
-    "destroy_stream waits for the stream's queued work (sim.h).")             \
-  X(R_EVENT_LIFE, "simdev.event_lifetime", SIMDEV, "destroy_event",           \
-    "An event may be destroyed while records and waits naming it are still "  \
-    "queued; the waits still order the work (TF's EventMgr frees events on "  \
-    "its own schedule).")                                                     \
-  X(R_MEMSET32, "simdev.memset32_size", SIMDEV, "memset32",                   \
-    "memset32 with a size that is not a multiple of 4 is an error, not a "    \
-    "crash and not a silent partial fill.")                                   \
-  X(R_ENV, "simdev.bad_setting_rejected", SIMDEV, "SE_InitPlugin",            \
-    "A bad SIMDEV_* value makes SE_InitPlugin fail with a message naming "    \
-    "the variable (TF then aborts with that message: it is all a user "       \
-    "sees).")                                                                 \
-  X(R_SMALL, "simdev.small_memory", SIMDEV, "allocate",                       \
-    "With SIMDEV_MEMORY_MB=16 the limit is reported, exhaustion is a NULL, "  \
-    "most of the region is usable and freed memory coalesces.")               \
-  X(R_TWO, "simdev.two_devices", SIMDEV, "memcpy_dtod / wait_for_event",      \
-    "SIMDEV_DEVICE_COUNT=2 gives two devices with their own memory; copies "  \
-    "go both ways between them and an event of one orders the other's "       \
-    "stream.")                                                                \
-  X(R_CASE, "simdev.env_case_finishes", SIMDEV, "(a child process)",          \
-    "Each environment case's process starts, runs its checks and exits "      \
+  X(R_CB_MESSAGE, "simdev.callback_error_message", SIMDEV,                   \
+    "get_stream_status",                                                     \
+    "A failed host callback's message reaches get_stream_status; work "      \
+    "queued after the failure still completes (nobody waiting hangs), and "  \
+    "other streams stay OK.")                                                \
+  X(R_DRAINS, "simdev.destroy_drains", SIMDEV, "destroy_stream",             \
+    "destroy_stream waits for the stream's queued work (sim.h).")            \
+  X(R_EVENT_LIFE, "simdev.event_lifetime", SIMDEV, "destroy_event",          \
+    "An event may be destroyed while records and waits naming it are still " \
+    "queued; the waits still order the work (TF's EventMgr frees events on " \
+    "its own schedule).")                                                    \
+  X(R_MEMSET32, "simdev.memset32_size", SIMDEV, "memset32",                  \
+    "memset32 with a size that is not a multiple of 4 is an error, not a "   \
+    "crash and not a silent partial fill.")                                  \
+  X(R_ENV, "simdev.bad_setting_rejected", SIMDEV, "SE_InitPlugin",           \
+    "A bad SIMDEV_* value makes SE_InitPlugin fail with a message naming "   \
+    "the variable (TF then aborts with that message: it is all a user "      \
+    "sees).")                                                                \
+  X(R_SMALL, "simdev.small_memory", SIMDEV, "allocate",                      \
+    "With SIMDEV_MEMORY_MB=16 the limit is reported, exhaustion is a NULL, " \
+    "most of the region is usable and freed memory coalesces.")              \
+  X(R_TWO, "simdev.two_devices", SIMDEV, "memcpy_dtod / wait_for_event",     \
+    "SIMDEV_DEVICE_COUNT=2 gives two devices with their own memory; copies " \
+    "go both ways between them and an event of one orders the other's "      \
+    "stream.")                                                               \
+  X(R_CASE, "simdev.env_case_finishes", SIMDEV, "(a child process)",         \
+    "Each environment case's process starts, runs its checks and exits "     \
     "with status 0.")
 CONF_RULES(conf_simdev_rules, SIMDEV_RULES)
 
