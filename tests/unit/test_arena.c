@@ -401,8 +401,7 @@ static void* alloc_worker_main(void* arg) {
     int slot = i % kKeep;
     if (ring[slot] != NULL) {
       unsigned char* old = (unsigned char*)ring[slot];
-      if (*(unsigned char*)tu_bytes(old) != (unsigned char)w->id)
-        w->problems++;
+      if (*(unsigned char*)tu_bytes(old) != (unsigned char)w->id) w->problems++;
       sim_mem_free(w->dev, old);
     }
     ring[slot] = p;

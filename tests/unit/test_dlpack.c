@@ -591,8 +591,8 @@ static void device_round_trip(void** state) {
   /* Exported at the host-accessible address, as dlpack_ops.c does (the
    * alias on a discrete device: SIMDEV_DISCRETE=1 variant). */
   float* buf_host = tu_bytes(owner.buf);
-  assert_int_equal(dlp_export_versioned(buf_host, kF32, 1, shape, false,
-                                        &owner, release_dev_buf, &out),
+  assert_int_equal(dlp_export_versioned(buf_host, kF32, 1, shape, false, &owner,
+                                        release_dev_buf, &out),
                    DLP_OK);
   dlp_view v;
   assert_int_equal(dlp_check_versioned(out, &v, NULL, 0), DLP_OK);

@@ -271,7 +271,9 @@ static inline int tu_device_create(int ordinal, uint64_t mb, sim_device** out) {
   return sim_device_create_ex(ordinal, mb, tu_device_flags(), out);
 }
 /* Host access to device bytes (or any bytes): through the alias. */
-static inline void* tu_bytes(const void* p) { return sim_mem_alias(p); }
+static inline void* tu_bytes(const void* p) {
+  return sim_mem_alias(p);
+}
 
 static inline int tu_setup_streams(void** state, int nstreams) {
   tu_fix* f = (tu_fix*)calloc(1, sizeof(*f));
