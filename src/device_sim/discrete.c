@@ -8,10 +8,12 @@
  * is what sim_mem_alloc hands out; view B, read/write, at A + delta, is where
  * simdev's own code (workers, copies, DLPack) reads and writes. Any access to
  * A faults; the handler finds the region and the allocation, writes a report
- * to stderr with async-signal-safe calls only, restores the previous
+ * to stderr without stdio or malloc (write(2), a trylock, and glibc's
+ * backtrace, whose first call is made at install), restores the previous
  * disposition and returns: the access runs again and the previous handler
- * (Python's faulthandler, gdb, or the default action: death by SIGSEGV)
- * takes over.
+ * (e.g. Python's faulthandler) or the default action (death by SIGSEGV)
+ * takes over. Under gdb the debugger stops at the access before any of
+ * this runs.
  *
  * Locks and atomics:
  *   - regions[]: written under g_mu (add/remove, rare); read without a lock
@@ -206,7 +208,7 @@ static void forget_range(uintptr_t lo, uint64_t size) {
   sim_unlock(&g_rec_mu);
 }
 
-/* ---- the report (async-signal-safe from here to the handler) ------------ */
+/* ---- the report (signal context from here on: no stdio, no malloc) ----- */
 
 typedef struct out_buf {
   char b[1024];
