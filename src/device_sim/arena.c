@@ -14,6 +14,15 @@
  * jemalloc's own metadata for the arena is NOT taken from the region
  * (metadata_use_hooks = false), so the region's bytes are all for tensors.
  *
+ * Discrete devices (SIM_DEVICE_DISCRETE) map the region twice from one
+ * memfd: view A, PROT_NONE, is `base`, what jemalloc carves and
+ * sim_mem_alloc hands out; view B, read/write, at base + `alias`, is where
+ * simdev's code reaches the bytes (sim_mem_alias, discrete.c). jemalloc
+ * never reads or writes the region's bytes (metadata off the region, no junk
+ * or zero fill: opt.junk and opt.zero are off by default and our build does
+ * not turn them on), so it works on A's addresses without faulting. Other
+ * devices keep a private anonymous mapping: the mode costs them nothing.
+ *
  * Locking: `lock` protects the bump pointer and the stats. jemalloc calls the
  * hooks with its own locks held; the hooks take only `lock`, and no code
  * calls into jemalloc while holding `lock`, so there is no lock-order cycle.
@@ -24,6 +33,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include "jemalloc/jemalloc.h"
 #include "sim_internal.h"
@@ -32,7 +42,9 @@
  * mimalloc and jemalloc do for theirs): the region starts inaccessible, each
  * allocation becomes addressable (undefined) and each free inaccessible
  * again, so overruns and use-after-free in device buffers are reported like
- * heap errors. Outside valgrind these are a few no-op instructions. */
+ * heap errors. Outside valgrind these are a few no-op instructions. On a
+ * discrete device the requests describe view B, where the accesses happen
+ * (view A is PROT_NONE, which memcheck marks inaccessible by itself). */
 #if defined(__has_include)
 #if __has_include(<valgrind/memcheck.h>)
 #include <valgrind/memcheck.h>
@@ -73,8 +85,11 @@ struct sim_arena {
   unsigned je_index;
   int ordinal;
 
-  uint8_t* base;
+  uint8_t* base; /* what jemalloc carves: view A on a discrete device */
   uint64_t size;
+  int discrete;
+  intptr_t alias; /* view B - view A; 0 when not discrete */
+  char name[32];  /* the device's, for discrete reports */
   hwloc_topology_t topo;
   int numa_node;
   int numa_bound;
@@ -142,6 +157,11 @@ static bool hook_merge(extent_hooks_t* h, void* addr_a, size_t size_a,
 
 /* ---- region and NUMA --------------------------------------------------- */
 
+/* The bytes behind a pointer of the region: where valgrind is told about. */
+static void* view(const sim_arena* a, void* p) {
+  return (char*)p + a->alias;
+}
+
 static void bind_numa(sim_arena* a) {
   a->numa_node = -1;
   a->numa_bound = 0;
@@ -163,29 +183,77 @@ static void bind_numa(sim_arena* a) {
   /* Binding may be refused (no mbind in a container, single-node kernel
    * without NUMA support). The memory is still usable; we report unbound. */
   a->numa_bound =
-      hwloc_set_area_membind(a->topo, a->base, a->size, node->nodeset,
+      hwloc_set_area_membind(a->topo, view(a, a->base), a->size, node->nodeset,
                              HWLOC_MEMBIND_BIND, HWLOC_MEMBIND_BYNODESET) == 0;
 }
 
-int sim_arena_create(int ordinal, uint64_t bytes, sim_arena** out) {
+/* Views A (PROT_NONE) and B (read/write) of one memfd of `bytes` (shmem
+ * pages, allocated as they are first touched through B, like the anonymous
+ * region's; memfd_create's files are not charged against commit limits).
+ * The fd is closed once mapped: the mappings keep the file. */
+static int map_discrete(sim_arena* a, uint64_t bytes) {
+  int fd = memfd_create(a->name, MFD_CLOEXEC);
+  if (fd < 0) return SIM_ESYS;
+  if (ftruncate(fd, (off_t)bytes) != 0) {
+    close(fd);
+    return SIM_ENOMEM;
+  }
+  void* b = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_NORESERVE, fd, 0);
+  void* v = b == MAP_FAILED ? MAP_FAILED
+                            : mmap(NULL, bytes, PROT_NONE,
+                                   MAP_SHARED | MAP_NORESERVE, fd, 0);
+  close(fd);
+  if (v == MAP_FAILED) {
+    if (b != MAP_FAILED) munmap(b, bytes);
+    return SIM_ENOMEM;
+  }
+  a->base = v;
+  a->alias = (intptr_t)((char*)b - (char*)v);
+  int err = sim_discrete_region_add(a->name, v, b, bytes);
+  if (err != SIM_OK) {
+    munmap(v, bytes);
+    munmap(b, bytes);
+  }
+  return err;
+}
+
+static void unmap_region(sim_arena* a) {
+  if (a->discrete) {
+    sim_discrete_region_remove(a->base);
+    SIM_CHECK(munmap(view(a, a->base), a->size) == 0);
+  }
+  SIM_CHECK(munmap(a->base, a->size) == 0);
+}
+
+int sim_arena_create(int ordinal, const char* dev_name, uint64_t bytes,
+                     int discrete, sim_arena** out) {
   if (bytes == 0 || out == NULL) return SIM_EINVAL;
   sim_arena* a = calloc(1, sizeof(*a));
   if (a == NULL) return SIM_ENOMEM;
   a->ordinal = ordinal;
   a->size = bytes;
+  a->discrete = discrete != 0;
+  snprintf(a->name, sizeof(a->name), "%s", dev_name);
   a->stats.bytes_limit = bytes;
   SIM_CHECK_PT(pthread_mutex_init(&a->lock, NULL));
 
-  void* base = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (base == MAP_FAILED) {
+  int err = SIM_OK;
+  if (a->discrete) {
+    err = map_discrete(a, bytes);
+  } else {
+    void* base = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) err = SIM_ENOMEM;
+    a->base = base;
+  }
+  if (err != SIM_OK) {
     pthread_mutex_destroy(&a->lock);
     free(a);
-    return SIM_ENOMEM;
+    return err;
   }
-  a->base = base;
   bind_numa(a);
-  SIM_VG_NOACCESS(a->base, a->size);
+  SIM_VG_NOACCESS(view(a, a->base), a->size);
 
   a->hooks = (extent_hooks_t){
       .alloc = hook_alloc,
@@ -204,7 +272,7 @@ int sim_arena_create(int ordinal, uint64_t bytes, sim_arena** out) {
   int rc = sdje_mallctl("experimental.arenas_create_ext", &a->je_index, &sz,
                         &cfg, sizeof(cfg));
   if (rc != 0) {
-    munmap(a->base, a->size);
+    unmap_region(a);
     if (a->topo) hwloc_topology_destroy(a->topo);
     pthread_mutex_destroy(&a->lock);
     free(a);
@@ -229,14 +297,21 @@ void sim_arena_destroy(sim_arena* a) {
   char name[64];
   snprintf(name, sizeof(name), "arena.%u.destroy", a->je_index);
   SIM_CHECK(sdje_mallctl(name, NULL, NULL, NULL, 0) == 0);
-  SIM_CHECK(munmap(a->base, a->size) == 0);
+  unmap_region(a);
   if (a->topo) hwloc_topology_destroy(a->topo);
   SIM_CHECK_PT(pthread_mutex_destroy(&a->lock));
   free(a);
 }
 
-int sim_arena_numa_node(const sim_arena* a) { return a->numa_node; }
-int sim_arena_numa_bound(const sim_arena* a) { return a->numa_bound; }
+int sim_arena_numa_node(const sim_arena* a) {
+  return a->numa_node;
+}
+int sim_arena_numa_bound(const sim_arena* a) {
+  return a->numa_bound;
+}
+int sim_arena_discrete(const sim_arena* a) {
+  return a->discrete;
+}
 
 /* ---- allocation (public API, see sim.h) -------------------------------- */
 
@@ -259,7 +334,10 @@ void* sim_mem_alloc(sim_device* dev, uint64_t size) {
     p = sdje_mallocx(size == 0 ? 1 : (size_t)size, flags);
   }
   uint64_t usable = p ? sdje_sallocx(p, MALLOCX_TCACHE_NONE) : 0;
-  if (p != NULL) SIM_VG_MALLOC(p, usable);
+  if (p != NULL) {
+    SIM_VG_MALLOC(view(a, p), usable);
+    if (a->discrete) sim_discrete_note_alloc(p, usable);
+  }
   /* The recorder's thread id before the lock: a thread's first one may
    * register its name (a lock and a malloc), which stays out of ours. */
   int32_t tid = sim_trace_on() ? sim_trace_tid() : 0;
@@ -288,8 +366,9 @@ void sim_mem_free(sim_device* dev, void* p) {
    * we can detect cheaply, so we do. */
   SIM_CHECK(in_region(a, p, 1)); /* never a mapped host range */
   uint64_t usable = sdje_sallocx(p, MALLOCX_TCACHE_NONE);
+  if (a->discrete) sim_discrete_note_free(p);
   sdje_dallocx(p, MALLOCX_TCACHE_NONE);
-  SIM_VG_FREE(p);
+  SIM_VG_FREE(view(a, p));
   int32_t tid = sim_trace_on() ? sim_trace_tid() : 0; /* as in alloc */
   sim_lock(&a->lock);
   SIM_CHECK(a->stats.bytes_in_use >= usable);

@@ -21,15 +21,15 @@ int sim_device_create(int ordinal, uint64_t memory_mb, sim_device** out) {
 
 int sim_device_create_ex(int ordinal, uint64_t memory_mb, unsigned flags,
                          sim_device** out) {
-  /* SIM_DEVICE_DISCRETE is not implemented yet: refused, not ignored. */
   if (out == NULL || ordinal < 0 || memory_mb == 0 ||
-      memory_mb > SIM_MAX_MEMORY_MB || flags != 0)
+      memory_mb > SIM_MAX_MEMORY_MB || (flags & ~SIM_DEVICE_DISCRETE) != 0)
     return SIM_EINVAL;
   sim_device* dev = calloc(1, sizeof(*dev));
   if (dev == NULL) return SIM_ENOMEM;
   dev->ordinal = ordinal;
   snprintf(dev->name, sizeof(dev->name), "simdev-%d", ordinal);
-  int err = sim_arena_create(ordinal, memory_mb << 20, &dev->arena);
+  int err = sim_arena_create(ordinal, dev->name, memory_mb << 20,
+                             (flags & SIM_DEVICE_DISCRETE) != 0, &dev->arena);
   if (err != SIM_OK) {
     free(dev);
     return err;
@@ -64,22 +64,20 @@ void sim_device_destroy(sim_device* dev) {
   free(dev);
 }
 
-int sim_device_ordinal(const sim_device* dev) { return dev->ordinal; }
+int sim_device_ordinal(const sim_device* dev) {
+  return dev->ordinal;
+}
 int sim_device_numa_node(const sim_device* dev) {
   return sim_arena_numa_node(dev->arena);
 }
 int sim_device_numa_bound(const sim_device* dev) {
   return sim_arena_numa_bound(dev->arena);
 }
-const char* sim_device_name(const sim_device* dev) { return dev->name; }
-int sim_device_discrete(const sim_device* dev) { return 0; }
-
-/* No device is discrete yet (sim_device_create_ex refuses the flag): every
- * pointer is its own alias, and there is nothing to record. */
-void* sim_mem_alias(const void* p) { return (void*)p; }
-void sim_mem_set_site(const char* op_type, const char* op_name) {
-  (void)op_type;
-  (void)op_name;
+const char* sim_device_name(const sim_device* dev) {
+  return dev->name;
+}
+int sim_device_discrete(const sim_device* dev) {
+  return sim_arena_discrete(dev->arena);
 }
 
 /* Records a marker on every stream under the lock (cheap, non-blocking),

@@ -123,11 +123,15 @@ int sim_device_create(int ordinal, uint64_t memory_mb, sim_device** out);
 enum sim_device_flags {
   /* Discrete memory (SIMDEV_DISCRETE=1), the way a PCIe accelerator's is:
    * the addresses sim_mem_alloc hands out are not accessible to host code
-   * (a read or write faults at once and device_sim prints a report: the
-   * address, the allocation it falls in with its size, age and the op that
-   * allocated it, the thread and a backtrace; then the process dies of
-   * SIGSEGV as it would have). simdev's own code reaches the bytes through
-   * sim_mem_alias (below): the copies, kernels, memsets and DLPack. */
+   * (a read or write faults at once and device_sim prints a report to
+   * stderr: the address, the allocation it falls in with its size, age and
+   * the op that allocated it, the thread and a backtrace; then the SIGSEGV
+   * goes to the handler installed before the first discrete device, or
+   * kills the process as it would have). simdev's own code reaches the
+   * bytes through sim_mem_alias (below): the copies, kernels, memsets and
+   * DLPack. The region is one memfd mapped twice (arena.c); the report's
+   * handler is discrete.c's, installed once per process, when the first
+   * discrete device is created. */
   SIM_DEVICE_DISCRETE = 1u << 0,
 };
 /* sim_device_create with flags (sim_device_flags); 0 = sim_device_create. */
@@ -185,9 +189,11 @@ int sim_mem_contains(const sim_device* dev, const void* p, uint64_t size);
 /* The address at which simdev's own code (kernels, copies, DLPack) reads
  * and writes device pointer p: p itself, except for a pointer inside the
  * region of a SIM_DEVICE_DISCRETE device, which gets its alias (the same
- * bytes, mapped a second time at a fixed offset). Pure arithmetic, any
- * thread, no lock; p may be any pointer (host memory comes back as it is).
- * Never hand the result to code outside simdev. */
+ * bytes, mapped a second time at a fixed offset). A lock-free lookup in
+ * a small table, any thread (one relaxed load when no discrete device was
+ * ever created); p may be any pointer (host memory comes back as it is).
+ * Never hand the result to code outside simdev, except as what a DLPack
+ * export shares (the host-mapped view of the buffer). */
 void* sim_mem_alias(const void* p);
 
 /* What sim_mem_alloc records about an allocation for discrete-mode reports:

@@ -6,7 +6,8 @@
  * Who calls whom (no circle): device -> stream, event, arena, mapped;
  * event -> stream; timer -> stream; arena -> mapped; device, stream and
  * arena -> trace -> trace_names; stream, event and arena -> faults ->
- * trace_names; and any of them -> common.c, which calls none of them.
+ * trace_names; arena -> discrete; and any of them -> common.c, which calls
+ * none of them.
  */
 #ifndef SIMDEV_DEVICE_SIM_SIM_INTERNAL_H_
 #define SIMDEV_DEVICE_SIM_SIM_INTERNAL_H_
@@ -112,10 +113,30 @@ uint32_t sim_trace_names_gen(void);
 
 /* ---- arena.c: the device region and its jemalloc arena ---------------- */
 typedef struct sim_arena sim_arena;
-int sim_arena_create(int ordinal, uint64_t bytes, sim_arena** out);
+/* discrete: the SIM_DEVICE_DISCRETE mapping (two views of one memfd,
+ * registered with discrete.c) instead of private anonymous memory; name is
+ * the device's, for reports. */
+int sim_arena_create(int ordinal, const char* name, uint64_t bytes,
+                     int discrete, sim_arena** out);
+int sim_arena_discrete(const sim_arena* a);
 void sim_arena_destroy(sim_arena* a);
 int sim_arena_numa_node(const sim_arena* a);
 int sim_arena_numa_bound(const sim_arena* a);
+
+/* ---- discrete.c: SIM_DEVICE_DISCRETE's regions, records and reports ---- */
+/* Registers a discrete region: a (PROT_NONE, the addresses handed out) and
+ * its alias b, size bytes each; installs the fault handler the first time.
+ * SIM_ENOMEM when too many regions are alive. */
+int sim_discrete_region_add(const char* name, void* a, void* b,
+                            uint64_t size);
+/* Unregisters the region at a and forgets its allocation records. Called
+ * before a is unmapped. */
+void sim_discrete_region_remove(void* a);
+/* Records an allocation [p, p+size) (an A address) with the calling
+ * thread's site (sim_mem_set_site) and the time; _free moves it to the
+ * freed ring. Discrete devices only (a lock each). */
+void sim_discrete_note_alloc(const void* p, uint64_t size);
+void sim_discrete_note_free(const void* p);
 
 /* ---- device.c ---------------------------------------------------------- */
 struct sim_device {

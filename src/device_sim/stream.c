@@ -416,6 +416,9 @@ int sim_memcpy_async_kind(sim_stream* s, void* dst, const void* src,
   if (s == NULL || (n > 0 && (dst == NULL || src == NULL))) return SIM_EINVAL;
   if (kind < SIM_TRACE_MEMCPY_H2D || kind > SIM_TRACE_MEMCPY_H2H)
     return SIM_EINVAL;
+  /* Discrete device memory is reached through its alias (identity else). */
+  dst = sim_mem_alias(dst);
+  src = sim_mem_alias(src);
   return submit_copy(s, run_memcpy, (uint32_t)kind, "memcpy", dst, src, n, 0);
 }
 
@@ -437,6 +440,7 @@ int sim_memcpy_async(sim_stream* s, void* dst, const void* src, uint64_t n) {
 
 int sim_memset8_async(sim_stream* s, void* dst, uint8_t value, uint64_t n) {
   if (s == NULL || (n > 0 && dst == NULL)) return SIM_EINVAL;
+  dst = sim_mem_alias(dst);
   return submit_copy(s, run_memset8, SIM_TRACE_MEMSET, "memset", dst, NULL, n,
                      value);
 }
@@ -445,6 +449,7 @@ int sim_memset32_async(sim_stream* s, void* dst, uint32_t value, uint64_t n) {
   if (s == NULL || n % 4 != 0 || (uintptr_t)dst % 4 != 0 ||
       (n > 0 && dst == NULL))
     return SIM_EINVAL;
+  dst = sim_mem_alias(dst);
   return submit_copy(s, run_memset32, SIM_TRACE_MEMSET, "memset32", dst, NULL,
                      n, value);
 }

@@ -10,7 +10,9 @@
  *
  * simdev memory is host-addressable, so tensors are exchanged as kDLCPU,
  * with byte_offset 0 and strides always filled (DLPack 1.2 requires them
- * when ndim > 0).
+ * when ndim > 0). On a discrete device (SIMDEV_DISCRETE=1) the caller
+ * passes the buffer's host-accessible alias (sim_mem_alias), never the
+ * address TF holds (src/kernels/dlpack_ops.c).
  *
  * Thread contract: every function is reentrant. A deleter built here may be
  * called from any thread, exactly once (the consumer's duty).

@@ -11,6 +11,13 @@
  *     managed tensor is built on the stream worker, after everything queued
  *     before it on the tensor's stream: the consumer never sees a buffer a
  *     queued kernel is still writing.
+ *     On a discrete device (SIMDEV_DISCRETE=1) the managed tensor's data is
+ *     the buffer's alias (sim_mem_alias), still as kDLCPU: the host-mapped
+ *     view of device memory that a real discrete device would have to offer
+ *     a zero-copy CPU consumer (mapped memory, as CUDA's host-mapped
+ *     allocations). NumPy, JAX's CPU backend and a re-import here keep
+ *     working without a copy; the address TF holds (view A) never leaves
+ *     simdev. docs/debugging.md, "Discrete memory".
  *
  *   SimdevFromDlpack(address: int64, dtype, versioned, copy) -> tensor
  *     Validates the managed tensor (src/dlpack) and, when it is compact,
@@ -101,7 +108,8 @@ static void release_tensor(void* owner) { TF_DeleteTensor(owner); }
 
 static void export_run(sk_launch* l, void* p) {
   export_args* a = p;
-  void* data = TF_TensorData(a->keep);
+  /* On a discrete device: the host-mapped view (see the top comment). */
+  void* data = sim_mem_alias(TF_TensorData(a->keep));
   int rc;
   if (a->versioned) {
     DLManagedTensorVersioned* m = NULL;

@@ -252,7 +252,8 @@ void* sk_temp(sk_launch* l, size_t bytes) {
   TF_Tensor* t = TF_AllocateTemp(l->ctx, TF_UINT8, dims, 1, &attr, st);
   bool ok = status_ok(l, st, "allocating scratch");
   if (!ok) return NULL;
-  return hold(l, t) ? TF_TensorData(t) : NULL;
+  /* The run functions use it: the alias, as sk_data gives. */
+  return hold(l, t) ? sim_mem_alias(TF_TensorData(t)) : NULL;
 }
 
 void sk_output_alias(sk_launch* l, int i, const TF_Tensor* from,

@@ -223,8 +223,9 @@ bool sk_input_shape(sk_launch* l, int i, sk_shape* out);
  * is written). */
 TF_Tensor* sk_output_forward(sk_launch* l, int i, const int* candidates,
                              int ncandidates, const sk_shape* shape);
-/* Device scratch of `bytes` bytes (64-byte aligned), held until completion.
- * NULL on failure or when bytes == 0. */
+/* Device scratch of `bytes` bytes (64-byte aligned), held until completion,
+ * at the address run functions use (sim_mem_alias, like sk_data). NULL on
+ * failure or when bytes == 0. */
 void* sk_temp(sk_launch* l, size_t bytes);
 /* Output i aliases tensor `from` with another dtype/shape (no data moves:
  * Bitcast, and ops whose output equals an input: a Slice of everything, a

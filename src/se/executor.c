@@ -275,9 +275,9 @@ static void memcpy_htod(const SP_Device* device, SP_Stream stream,
 }
 
 /* For a copy between two simdev devices TF passes only one of them (the
- * stream's); both pointers must be simdev memory, of any device. Device
- * memory is host-addressable, so the copy itself is an ordinary memmove on
- * the stream. */
+ * stream's); both pointers must be simdev memory, of any device. The copy
+ * itself is an ordinary memmove on the stream (through the aliases of
+ * discrete devices: sim_memcpy_async_kind translates). */
 static int check_any_simdev(const SP_Device* device, const void* p,
                             uint64_t size, const char* what,
                             TF_Status* status) {
@@ -322,7 +322,8 @@ static void sync_copy(const SP_Device* device, void* dst, const void* src,
     se_set_status(status, err, what, "a stream of the device failed earlier");
     return;
   }
-  if (size > 0) memmove(dst, src, size);
+  /* Discrete device memory is reached through its alias. */
+  if (size > 0) memmove(sim_mem_alias(dst), sim_mem_alias(src), size);
   TF_SetStatus(status, TF_OK, "");
 }
 

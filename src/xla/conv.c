@@ -47,7 +47,7 @@ typedef struct cv_job {
 static XLA_FFI_Error_Code cv_run(sx_job* j, sim_device* dev, char* msg,
                                  size_t len) {
   const cv_job* g = (const cv_job*)j;
-  void* col = NULL;
+  void* col = NULL; /* device memory: freed as it came */
   if (g->scratch > 0) {
     col = sim_mem_alloc(dev, g->scratch);
     if (col == NULL) {
@@ -68,7 +68,7 @@ static XLA_FFI_Error_Code cv_run(sx_job* j, sim_device* dev, char* msg,
     a.x = g->x + (size_t)(i * g->xn) * es;
     a.f = g->f + (size_t)(i * g->fn) * es;
     a.y = g->y + (size_t)(i * g->yn) * es;
-    a.col = col;
+    a.col = sim_mem_alias(col); /* the bytes, on a discrete device too */
     a.ep = NULL;
     switch (g->kind) {
       case CV_FWD: sa_conv_fwd(&a); break;

@@ -5,7 +5,9 @@
  * name and device type "SIMDEV"; device memory is a region of
  * SIMDEV_MEMORY_MB MiB (default 2048) reported as the allocator's limit and
  * as device_memory_usage's total; allocations are 64-byte aligned,
- * host-addressable and come back NULL (never a crash) when the region is
+ * host-addressable (except with SIMDEV_DISCRETE=1, where a host access
+ * dies of SIGSEGV after simdev's report) and come back NULL (never a
+ * crash) when the region is
  * exhausted; SIMDEV_DEVICE_COUNT devices (default 1) with copies between
  * them; a bad SIMDEV_* value makes SE_InitPlugin fail with a message naming
  * the variable; a failed host callback's message reaches get_stream_status;
@@ -16,9 +18,14 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* plain -std=c11 builds */
 #endif
+#include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "conformance.h"
 
@@ -39,7 +46,9 @@
     "allocations never overlap.")                                            \
   X(R_HOST_ADDR, "simdev.host_addressable", SIMDEV, "allocate",              \
     "Device memory is host-addressable: TF's DEVICE_DEFAULT kernels read "   \
-    "and write simdev buffers directly.")                                    \
+    "and write simdev buffers directly. With SIMDEV_DISCRETE=1 it is not: "  \
+    "a host read dies of SIGSEGV after simdev's report, and the bytes are "  \
+    "still there for the copies.")                                           \
   X(R_OVER_LIMIT, "simdev.over_limit", SIMDEV, "allocate",                   \
     "An allocation above the limit returns NULL (TF turns it into "          \
     "ResourceExhausted), changes no statistics, and the device still works.") \
@@ -121,8 +130,8 @@ static void check_limits(conf_env* e, int d, uint64_t mb) {
   EXPECT_CMP(R_LIMITS, s.has_bytes_limit, ==, 1, "has_bytes_limit");
   EXPECT_CMP(R_LIMITS, s.bytes_limit, ==, mb * MIB, "bytes_limit");
   int64_t free_b = -1, total_b = -1;
-  if (!EXPECT(R_LIMITS, e->se.device_memory_usage(&e->dev[d], &free_b,
-                                                  &total_b),
+  if (!EXPECT(R_LIMITS,
+              e->se.device_memory_usage(&e->dev[d], &free_b, &total_b),
               "device %d: device_memory_usage returned false", d)) {
     return;
   }
@@ -167,6 +176,56 @@ static void test_alignment(conf_env* e) {
 }
 
 /* TF's DEVICE_DEFAULT kernels read and write simdev buffers directly. */
+/* SIMDEV_DISCRETE=1: a forked copy of this process reads the device
+ * pointer with host code and must die of SIGSEGV, after simdev's report on
+ * its stderr (read here through a pipe; its stdout, where this harness's
+ * crash handler writes, goes to /dev/null). The read happens in the child
+ * only, so this test process carries on; the child does nothing but the
+ * read. The bytes are still the device's: a copy back returns them. */
+static void check_discrete_read(conf_env* e, SP_DeviceMemoryBase* d,
+                                const unsigned char* src, size_t n) {
+  unsigned char* back = NULL;
+  int fds[2];
+  ENSURE(R_HOST_ADDR, pipe(fds) == 0, "pipe() failed");
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], STDERR_FILENO);
+    int nul = open("/dev/null", O_WRONLY);
+    if (nul >= 0) dup2(nul, STDOUT_FILENO);
+    volatile unsigned char c = *(volatile unsigned char*)d->opaque;
+    (void)c;
+    _exit(0);
+  }
+  close(fds[1]);
+  char text[8192];
+  size_t got = 0;
+  ssize_t r;
+  while (pid > 0 && got < sizeof(text) - 1 &&
+         (r = read(fds[0], text + got, sizeof(text) - 1 - got)) > 0)
+    got += (size_t)r;
+  text[got] = '\0';
+  close(fds[0]);
+  int status = 0;
+  ENSURE(R_HOST_ADDR, pid > 0 && waitpid(pid, &status, 0) == pid,
+         "fork/waitpid failed");
+  EXPECT(R_HOST_ADDR, WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV,
+         "with SIMDEV_DISCRETE=1 a host read of device memory did not die of "
+         "SIGSEGV (status %#x)",
+         status);
+  EXPECT(R_HOST_ADDR,
+         strstr(text, "simdev: host access to device memory") != NULL,
+         "the child's stderr lacks simdev's report: %.300s", text);
+  back = malloc(n);
+  ENSURE(R_HOST_ADDR, back != NULL, "out of host memory");
+  e->se.sync_memcpy_dtoh(D0, back, d, n, conf_st(e));
+  EXPECT_OK(R_COPY_OK, e->st, "sync_memcpy_dtoh");
+  EXPECT(R_HOST_ADDR, memcmp(back, src, n) == 0,
+         "a copy back returned other bytes than were copied in");
+out:
+  free(back);
+}
+
 static void test_host_addressable(conf_env* e) {
   enum { kN = 4096 };
   unsigned char src[kN];
@@ -175,6 +234,11 @@ static void test_host_addressable(conf_env* e) {
   conf_fill(src, kN, 9);
   e->se.sync_memcpy_htod(D0, &d, src, kN, conf_st(e));
   ENSURE_OK(R_COPY_OK, e->st, "sync_memcpy_htod");
+  const char* discrete = getenv("SIMDEV_DISCRETE");
+  if (discrete != NULL && strcmp(discrete, "1") == 0) {
+    check_discrete_read(e, &d, src, kN);
+    goto out;
+  }
   EXPECT(R_HOST_ADDR, memcmp(d.opaque, src, kN) == 0,
          "the bytes at the device pointer differ from what was copied in");
 out:
@@ -243,7 +307,7 @@ static void test_callback_error_message(conf_env* e) {
   EXPECT(R_CB_MESSAGE, conf_status_code(e->st) != TF_OK,
          "get_stream_status is OK after a failed callback");
   EXPECT(R_CB_MESSAGE, contains(conf_status_msg(e->st), kMsg),
-         "stream status message '%s' lacks the callback's", 
+         "stream status message '%s' lacks the callback's",
          conf_status_msg(e->st));
   /* Streams fail independently. */
   e->se.get_stream_status(D0, other, conf_st(e));
@@ -425,8 +489,8 @@ static int child_small_memory(conf_env* e) {
   enum { kMax = 64 };
   SP_DeviceMemoryBase m[kMax];
   int n = 0;
-  if (!conf_setup(e, 1) || !EXPECT(R_SMALL, e->ndev == 1, "%d devices",
-                                   e->ndev)) {
+  if (!conf_setup(e, 1) ||
+      !EXPECT(R_SMALL, e->ndev == 1, "%d devices", e->ndev)) {
     goto out;
   }
   check_limits(e, 0, 16);
@@ -520,8 +584,7 @@ static int child_two_devices(conf_env* e) {
   EXPECT(R_TWO, e->dev[0].device_handle != e->dev[1].device_handle,
          "both devices have the handle %p", e->dev[0].device_handle);
   if (e->dev[0].hardware_name && e->dev[1].hardware_name) {
-    EXPECT(R_TWO,
-           strcmp(e->dev[0].hardware_name, e->dev[1].hardware_name) != 0,
+    EXPECT(R_TWO, strcmp(e->dev[0].hardware_name, e->dev[1].hardware_name) != 0,
            "both devices are named '%s'", e->dev[0].hardware_name);
   }
   check_limits(e, 1, 64);

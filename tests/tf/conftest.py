@@ -25,6 +25,9 @@ gets SIMDEV_TEST_OMIT_KERNELS=MatMul,Conv2D and the plugin leaves those ops
 unregistered. test_kernel_coverage.py and kernel_mutation.py use it to
 prove that tests need each kernel; tests marked `registry` only read TF's
 kernel registry and are left out of that proof.
+Likewise `pytest --simdev-discrete` runs every TF child with
+SIMDEV_DISCRETE=1 (device memory that host code cannot touch): the suite
+in discrete mode (docs/debugging.md, "Discrete memory").
 
 Kernel tests check SIMDEV against an independent reference (NumPy, in
 float64 or better) within an error bound derived from the dtype and the
@@ -603,6 +606,8 @@ class TFRun:
 
 # Set from --simdev-omit-kernels (pytest_configure); empty: omit nothing.
 _OMIT_KERNELS = ""
+# Set from --simdev-discrete: every TF child runs with SIMDEV_DISCRETE=1.
+_DISCRETE = False
 
 
 def pytest_addoption(parser):
@@ -610,11 +615,17 @@ def pytest_addoption(parser):
         "--simdev-omit-kernels", default="", metavar="OP1,OP2",
         help="pass SIMDEV_TEST_OMIT_KERNELS=OP1,OP2 to every TF child: the "
              "plugin leaves those ops unregistered (test_kernel_coverage.py)")
+    parser.addoption(
+        "--simdev-discrete", action="store_true",
+        help="run every TF child with SIMDEV_DISCRETE=1 (device memory not "
+             "host-accessible; docs/debugging.md, \"Discrete memory\"), "
+             "unless the test sets SIMDEV_DISCRETE itself")
 
 
 def pytest_configure(config):
-    global _OMIT_KERNELS
+    global _OMIT_KERNELS, _DISCRETE
     _OMIT_KERNELS = config.getoption("--simdev-omit-kernels", default="") or ""
+    _DISCRETE = bool(config.getoption("--simdev-discrete", default=False))
     config.addinivalue_line(
         "markers", "registry: reads TF's kernel registry only; left out when "
                    "proving that tests need each kernel")
@@ -637,6 +648,8 @@ def child_env(plugin, extra=None):
         # failure would name that instead: the passes stay off here (a
         # test that wants them sets SIMDEV_GRAPH_PASSES itself).
         env["SIMDEV_GRAPH_PASSES"] = "none"
+    if _DISCRETE:  # explicit, from pytest's command line only
+        env["SIMDEV_DISCRETE"] = "1"
     env.update(extra or {})
     return env
 

@@ -159,8 +159,8 @@ static void exhaust_and_reuse(tu_fix* f, uint64_t size, int cap, int min_n) {
   assert_null(sim_mem_alloc(f->dev, size));
   assert_int_equal(stats(f->dev).num_failed, 2);
   /* The blocks handed out are real memory. */
-  memset(blocks[0], 0x11, size);
-  memset(blocks[n - 1], 0x22, size);
+  memset(tu_bytes(blocks[0]), 0x11, size);
+  memset(tu_bytes(blocks[n - 1]), 0x22, size);
   for (int i = 0; i < n; i++) {
     assert_true(sim_mem_contains(f->dev, blocks[i], size));
     sim_mem_free(f->dev, blocks[i]);
@@ -257,7 +257,7 @@ static void no_corruption(void** state) {
       p[i] = (unsigned char*)sim_mem_alloc(f->dev, s);
       assert_non_null(p[i]);
       size[i] = s;
-      memset(p[i], (i * 37 + round + 1) & 0xff, s);
+      memset(tu_bytes(p[i]), (i * 37 + round + 1) & 0xff, s);
     }
     /* No two live blocks overlap (by usable size). */
     for (int i = 0; i < N; i++) {
@@ -273,9 +273,10 @@ static void no_corruption(void** state) {
      * allocated in; check against what was written. */
     for (int i = 0; i < N; i++) {
       if (size[i] == 0) continue;
-      unsigned char want = p[i][0];
+      const unsigned char* b = tu_bytes(p[i]);
+      unsigned char want = b[0];
       for (uint64_t k = 0; k < size[i]; k++) {
-        if (p[i][k] != want) fail_msg("block %d corrupted at %" PRIu64, i, k);
+        if (b[k] != want) fail_msg("block %d corrupted at %" PRIu64, i, k);
       }
       if (want != (unsigned char)((i * 37 + 1) & 0xff) &&
           want != (unsigned char)((i * 37 + 2) & 0xff) &&
@@ -340,7 +341,7 @@ static void host_separate(void** state) {
 static void two_devices_disjoint(void** state) {
   tu_fix* f = (tu_fix*)*state;
   sim_device* d2 = NULL;
-  assert_int_equal(sim_device_create(1, TU_MEMORY_MB, &d2), SIM_OK);
+  assert_int_equal(tu_device_create(1, TU_MEMORY_MB, &d2), SIM_OK);
   enum { kCap = 4 * TU_MEMORY_MB };
   void** b1 = (void**)tu_calloc(f, kCap, sizeof(void*));
   void** b2 = (void**)tu_calloc(f, kCap, sizeof(void*));
@@ -394,12 +395,13 @@ static void* alloc_worker_main(void* arg) {
       w->problems++;
       continue;
     }
-    p[0] = (unsigned char)w->id;
-    p[size - 1] = (unsigned char)w->id;
+    unsigned char* b = tu_bytes(p);
+    b[0] = (unsigned char)w->id;
+    b[size - 1] = (unsigned char)w->id;
     int slot = i % kKeep;
     if (ring[slot] != NULL) {
       unsigned char* old = (unsigned char*)ring[slot];
-      if (old[0] != (unsigned char)w->id) w->problems++;
+      if (*(unsigned char*)tu_bytes(old) != (unsigned char)w->id) w->problems++;
       sim_mem_free(w->dev, old);
     }
     ring[slot] = p;
@@ -452,12 +454,14 @@ static void valgrind_sees_device_blocks(void** state) {
   uint8_t* p = sim_mem_alloc(f->dev, 256);
   assert_non_null(p);
   VALGRIND_DISABLE_ERROR_REPORTING;
-  uintptr_t live = VALGRIND_CHECK_MEM_IS_ADDRESSABLE(p, 256);
+  /* Where the bytes are accessed: the alias, on a discrete device. */
+  uint8_t* b = tu_bytes(p);
+  uintptr_t live = VALGRIND_CHECK_MEM_IS_ADDRESSABLE(b, 256);
   sim_mem_free(f->dev, p);
-  uintptr_t freed = VALGRIND_CHECK_MEM_IS_ADDRESSABLE(p, 1);
+  uintptr_t freed = VALGRIND_CHECK_MEM_IS_ADDRESSABLE(b, 1);
   VALGRIND_ENABLE_ERROR_REPORTING;
   assert_int_equal(live, 0);
-  assert_int_equal(freed, (uintptr_t)p);
+  assert_int_equal(freed, (uintptr_t)b);
 }
 
 /* Host ranges mapped into a device (a zero-copy DLPack import) count as its

@@ -6,12 +6,12 @@
 
 static void create_destroy(void** state) {
   sim_device* dev = NULL;
-  assert_int_equal(sim_device_create(0, TU_MEMORY_MB, &dev), SIM_OK);
+  assert_int_equal(tu_device_create(0, TU_MEMORY_MB, &dev), SIM_OK);
   assert_non_null(dev);
   sim_device_destroy(dev);
   /* Again: nothing global was left behind. */
   dev = NULL;
-  assert_int_equal(sim_device_create(0, TU_MEMORY_MB, &dev), SIM_OK);
+  assert_int_equal(tu_device_create(0, TU_MEMORY_MB, &dev), SIM_OK);
   assert_non_null(dev);
   sim_device_destroy(dev);
 }
@@ -19,8 +19,8 @@ static void create_destroy(void** state) {
 static void ordinal(void** state) {
   sim_device* a = NULL;
   sim_device* b = NULL;
-  assert_int_equal(sim_device_create(0, TU_MEMORY_MB, &a), SIM_OK);
-  assert_int_equal(sim_device_create(3, TU_MEMORY_MB, &b), SIM_OK);
+  assert_int_equal(tu_device_create(0, TU_MEMORY_MB, &a), SIM_OK);
+  assert_int_equal(tu_device_create(3, TU_MEMORY_MB, &b), SIM_OK);
   assert_int_equal(sim_device_ordinal(a), 0);
   assert_int_equal(sim_device_ordinal(b), 3);
   sim_device_destroy(b);
@@ -30,8 +30,8 @@ static void ordinal(void** state) {
 static void name_stable(void** state) {
   sim_device* a = NULL;
   sim_device* b = NULL;
-  assert_int_equal(sim_device_create(0, TU_MEMORY_MB, &a), SIM_OK);
-  assert_int_equal(sim_device_create(1, TU_MEMORY_MB, &b), SIM_OK);
+  assert_int_equal(tu_device_create(0, TU_MEMORY_MB, &a), SIM_OK);
+  assert_int_equal(tu_device_create(1, TU_MEMORY_MB, &b), SIM_OK);
   const char* na = sim_device_name(a);
   assert_non_null(na);
   assert_true(strlen(na) > 0);
@@ -57,7 +57,7 @@ static void name_stable(void** state) {
 
 static void numa_node(void** state) {
   sim_device* dev = NULL;
-  assert_int_equal(sim_device_create(0, TU_MEMORY_MB, &dev), SIM_OK);
+  assert_int_equal(tu_device_create(0, TU_MEMORY_MB, &dev), SIM_OK);
   int node = sim_device_numa_node(dev);
   int bound = sim_device_numa_bound(dev);
   assert_true(node >= -1);
@@ -71,13 +71,13 @@ static void numa_node(void** state) {
 
 static void bad_args(void** state) {
   sim_device* dev = NULL;
-  assert_int_equal(sim_device_create(0, 0, &dev), SIM_EINVAL);
+  assert_int_equal(tu_device_create(0, 0, &dev), SIM_EINVAL);
   assert_null(dev);
-  assert_int_equal(sim_device_create(0, TU_MEMORY_MB, NULL), SIM_EINVAL);
-  assert_int_equal(sim_device_create(-1, TU_MEMORY_MB, &dev), SIM_EINVAL);
+  assert_int_equal(tu_device_create(0, TU_MEMORY_MB, NULL), SIM_EINVAL);
+  assert_int_equal(tu_device_create(-1, TU_MEMORY_MB, &dev), SIM_EINVAL);
   assert_null(dev);
   /* Past the documented maximum: refused one way or another. */
-  assert_true(sim_device_create(0, (uint64_t)SIM_MAX_MEMORY_MB + 1, &dev) < 0);
+  assert_true(tu_device_create(0, (uint64_t)SIM_MAX_MEMORY_MB + 1, &dev) < 0);
   assert_null(dev);
 }
 

@@ -608,7 +608,7 @@ static void tracefile_lifecycle(void** state) {
 
   sim_device* dev;
   sim_stream* s;
-  assert_int_equal(sim_device_create(0, TU_MEMORY_MB, &dev), SIM_OK);
+  assert_int_equal(tu_device_create(0, TU_MEMORY_MB, &dev), SIM_OK);
   assert_int_equal(sim_stream_create(dev, &s), SIM_OK);
   tu_item it;
   tu_item_init(&it, 1, NULL);

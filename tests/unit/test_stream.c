@@ -142,8 +142,9 @@ static void memcpy_memset(void** state) {
   assert_int_equal(sim_memset32_async(s, a, 0xdeadbeefu, 4096), SIM_OK);
   assert_int_equal(sim_memcpy_async(s, h, a, 8192), SIM_OK);
   assert_int_equal(sim_stream_synchronize(s), SIM_OK);
+  const unsigned char* bv = tu_bytes(b); /* host view of device memory */
   for (int i = 0; i < N; i++) {
-    if (b[i] != 0xa5) fail_msg("b[%d] = %#x, want 0xa5", i, b[i]);
+    if (bv[i] != 0xa5) fail_msg("b[%d] = %#x, want 0xa5", i, bv[i]);
   }
   for (int i = 0; i < 4096 / 4; i++) {
     uint32_t v;
@@ -172,33 +173,34 @@ static void memset_bounds(void** state) {
   sim_stream* s = f->s[0];
   unsigned char* a = (unsigned char*)sim_mem_alloc(f->dev, 1024);
   assert_non_null(a);
+  unsigned char* av = tu_bytes(a); /* host view of device memory */
   static const uint64_t lens8[] = {1, 3, 63, 64, 65, 255};
   for (size_t k = 0; k < TU_ARRAY_SIZE(lens8); k++) {
-    memset(a, 0x00, 1024);
+    memset(av, 0x00, 1024);
     assert_int_equal(sim_memset8_async(s, a + 17, 0xff, lens8[k]), SIM_OK);
     assert_int_equal(sim_stream_synchronize(s), SIM_OK);
     for (uint64_t i = 0; i < 1024; i++) {
       int inside = i >= 17 && i < 17 + lens8[k];
-      if (a[i] != (inside ? 0xff : 0x00))
+      if (av[i] != (inside ? 0xff : 0x00))
         fail_msg("memset8 n=%" PRIu64 ": byte %" PRIu64 " = %#x", lens8[k], i,
-                 a[i]);
+                 av[i]);
     }
   }
   static const uint64_t lens32[] = {4, 8, 60, 64, 68, 1000};
   for (size_t k = 0; k < TU_ARRAY_SIZE(lens32); k++) {
-    memset(a, 0x00, 1024);
+    memset(av, 0x00, 1024);
     assert_int_equal(sim_memset32_async(s, a + 4, 0x01020304u, lens32[k]),
                      SIM_OK);
     assert_int_equal(sim_stream_synchronize(s), SIM_OK);
-    for (uint64_t i = 0; i < 4; i++) assert_int_equal(a[i], 0);
+    for (uint64_t i = 0; i < 4; i++) assert_int_equal(av[i], 0);
     for (uint64_t w = 0; w < lens32[k] / 4; w++) {
       uint32_t v;
-      memcpy(&v, a + 4 + 4 * w, 4);
+      memcpy(&v, av + 4 + 4 * w, 4);
       if (v != 0x01020304u)
         fail_msg("memset32 n=%" PRIu64 ": word %" PRIu64 " = %#x", lens32[k], w,
                  v);
     }
-    for (uint64_t i = 4 + lens32[k]; i < 1024; i++) assert_int_equal(a[i], 0);
+    for (uint64_t i = 4 + lens32[k]; i < 1024; i++) assert_int_equal(av[i], 0);
   }
   sim_mem_free(f->dev, a);
 }
@@ -208,7 +210,8 @@ static void memset32_invalid(void** state) {
   sim_stream* s = f->s[0];
   unsigned char* a = (unsigned char*)sim_mem_alloc(f->dev, 4096);
   assert_non_null(a);
-  memset(a, 0x33, 4096);
+  unsigned char* av = tu_bytes(a); /* host view of device memory */
+  memset(av, 0x33, 4096);
   assert_int_equal(sim_memset32_async(s, a, 0xffffffffu, 6), SIM_EINVAL);
   assert_int_equal(sim_memset32_async(s, a, 0xffffffffu, 1), SIM_EINVAL);
   assert_int_equal(sim_memset32_async(s, a, 0xffffffffu, 4097), SIM_EINVAL);
@@ -221,7 +224,7 @@ static void memset32_invalid(void** state) {
   assert_int_equal(sim_memcpy_async(s, a, NULL, 16), SIM_EINVAL);
   assert_int_equal(sim_memset8_async(s, NULL, 0, 16), SIM_EINVAL);
   assert_int_equal(sim_stream_synchronize(s), SIM_OK);
-  for (int i = 0; i < 4096; i++) assert_int_equal(a[i], 0x33);
+  for (int i = 0; i < 4096; i++) assert_int_equal(av[i], 0x33);
   /* Refused calls did not poison the stream. */
   assert_int_equal(sim_stream_status(s, NULL, 0), SIM_OK);
   sim_mem_free(f->dev, a);
@@ -234,13 +237,14 @@ static void memcpy_overlap(void** state) {
   unsigned char* a = (unsigned char*)sim_mem_alloc(f->dev, 512);
   unsigned char want[512];
   assert_non_null(a);
-  for (int i = 0; i < 512; i++) want[i] = a[i] = (unsigned char)i;
+  unsigned char* av = tu_bytes(a); /* host view of device memory */
+  for (int i = 0; i < 512; i++) want[i] = av[i] = (unsigned char)i;
   assert_int_equal(sim_memcpy_async(s, a + 1, a, 300), SIM_OK);
   memmove(want + 1, want, 300);
   assert_int_equal(sim_memcpy_async(s, a + 100, a + 164, 200), SIM_OK);
   memmove(want + 100, want + 164, 200);
   assert_int_equal(sim_stream_synchronize(s), SIM_OK);
-  assert_memory_equal(a, want, 512);
+  assert_memory_equal(av, want, 512);
   sim_mem_free(f->dev, a);
 }
 

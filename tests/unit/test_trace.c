@@ -272,7 +272,7 @@ static void two_devices(void** state) {
   tu_fix* f = (tu_fix*)*state;
   sim_device* d1 = NULL;
   sim_stream* s1 = NULL;
-  assert_int_equal(sim_device_create(1, TU_MEMORY_MB, &d1), SIM_OK);
+  assert_int_equal(tu_device_create(1, TU_MEMORY_MB, &d1), SIM_OK);
   assert_int_equal(sim_stream_create(d1, &s1), SIM_OK);
   sim_stream* s01 = tu_add_stream(f); /* device 0, stream 1 */
   tu_item* it = (tu_item*)tu_calloc(f, 3, sizeof(tu_item));
@@ -667,7 +667,7 @@ static void same_key_again(void** state) {
   tu_destroy_stream(f, f->s[0]);
   sim_device_destroy(f->dev);
   f->dev = NULL;
-  assert_int_equal(sim_device_create(0, TU_MEMORY_MB, &f->dev), SIM_OK);
+  assert_int_equal(tu_device_create(0, TU_MEMORY_MB, &f->dev), SIM_OK);
   sim_stream* s = tu_add_stream(f);
   tu_item_init(&it[1], 1, NULL);
   assert_int_equal(sim_stream_submit(s, &it[1].work), SIM_OK);
@@ -687,7 +687,7 @@ static void reset_forgets(void** state) {
   (void)state;
   assert_int_equal(sim_trace_start(0), SIM_OK);
   sim_device* dev = NULL;
-  assert_int_equal(sim_device_create(3, TU_MEMORY_MB, &dev), SIM_OK);
+  assert_int_equal(tu_device_create(3, TU_MEMORY_MB, &dev), SIM_OK);
   void* p = sim_mem_alloc(dev, 64);
   sim_mem_free(dev, p);
   uint32_t id = sim_trace_intern("forget me");
@@ -714,7 +714,7 @@ static void reset_forgets(void** state) {
 static void copy_kind_from_caller(void** state) {
   tu_fix* f = (tu_fix*)*state;
   sim_device* d1 = NULL;
-  assert_int_equal(sim_device_create(1, TU_MEMORY_MB, &d1), SIM_OK);
+  assert_int_equal(tu_device_create(1, TU_MEMORY_MB, &d1), SIM_OK);
   void* src = sim_mem_alloc(f->dev, 512);
   void* dst = sim_mem_alloc(d1, 512);
   assert_non_null(src);

@@ -258,11 +258,28 @@ static inline void tu_destroy_stream(tu_fix* f, sim_stream* s) {
   abort();
 }
 
+/* Flags of the devices the fixtures create: SIM_DEVICE_DISCRETE when the
+ * environment has SIMDEV_DISCRETE=1 (ctest's unit.<name>.discrete variants),
+ * so every test runs against discrete memory too. Tests reach device bytes
+ * from host code only through sim_mem_alias (tu_bytes), as simdev's own
+ * code does; a direct access would fault in that variant. */
+static inline unsigned tu_device_flags(void) {
+  const char* s = getenv("SIMDEV_DISCRETE");
+  return s != NULL && strcmp(s, "1") == 0 ? SIM_DEVICE_DISCRETE : 0u;
+}
+static inline int tu_device_create(int ordinal, uint64_t mb, sim_device** out) {
+  return sim_device_create_ex(ordinal, mb, tu_device_flags(), out);
+}
+/* Host access to device bytes (or any bytes): through the alias. */
+static inline void* tu_bytes(const void* p) {
+  return sim_mem_alias(p);
+}
+
 static inline int tu_setup_streams(void** state, int nstreams) {
   tu_fix* f = (tu_fix*)calloc(1, sizeof(*f));
   if (f == NULL) return -1;
   *state = f;
-  if (sim_device_create(0, TU_MEMORY_MB, &f->dev) != SIM_OK) return -1;
+  if (tu_device_create(0, TU_MEMORY_MB, &f->dev) != SIM_OK) return -1;
   for (int i = 0; i < nstreams; i++) {
     if (sim_stream_create(f->dev, &f->s[i]) != SIM_OK) return -1;
     f->ns++;

@@ -1,0 +1,370 @@
+/*
+ * test_discrete.c - SIM_DEVICE_DISCRETE: the alias, copies and memsets
+ * through it, and the report a host access to device memory gets (death
+ * tests: a forked child makes the access and the parent reads its stderr).
+ */
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <valgrind/memcheck.h>
+
+#include "testutil.h"
+
+static sim_device* discrete_device(int ordinal) {
+  sim_device* dev = NULL;
+  assert_int_equal(
+      sim_device_create_ex(ordinal, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev),
+      SIM_OK);
+  return dev;
+}
+
+static void flags_and_alias(void** state) {
+  (void)state;
+  sim_device* plain = NULL;
+  assert_int_equal(sim_device_create_ex(0, TU_MEMORY_MB, 0, &plain), SIM_OK);
+  assert_int_equal(sim_device_discrete(plain), 0);
+  sim_device* bad = NULL;
+  assert_int_equal(sim_device_create_ex(0, TU_MEMORY_MB, 1u << 7, &bad),
+                   SIM_EINVAL);
+  assert_null(bad);
+  sim_device* dev = discrete_device(1);
+  assert_int_equal(sim_device_discrete(dev), 1);
+
+  /* A plain device's memory, host memory and NULL are their own alias. */
+  char* q = sim_mem_alloc(plain, 100);
+  assert_non_null(q);
+  assert_ptr_equal(sim_mem_alias(q), q);
+  int local = 0;
+  assert_ptr_equal(sim_mem_alias(&local), &local);
+  assert_null(sim_mem_alias(NULL));
+
+  /* A discrete device's: another address, at one fixed offset, whose bytes
+   * the host can use; the region's bounds are exact. */
+  char* p = sim_mem_alloc(dev, 4096);
+  char* r = sim_mem_alloc(dev, 64);
+  assert_non_null(p);
+  assert_non_null(r);
+  char* pa = sim_mem_alias(p);
+  assert_ptr_not_equal(pa, p);
+  assert_ptr_equal(sim_mem_alias(p + 4095), pa + 4095);
+  assert_ptr_equal((char*)sim_mem_alias(r) - r, pa - p);
+  assert_true(sim_mem_contains(dev, p, 4096)); /* TF's address */
+  assert_false(sim_mem_contains(dev, pa, 1));  /* the alias is not */
+  memset(pa, 0x5a, 4096);
+  assert_int_equal(((unsigned char*)sim_mem_alias(p))[100], 0x5a);
+  assert_ptr_equal(sim_mem_alias(pa), pa); /* the alias is host memory */
+  sim_mem_free(dev, r);
+  sim_mem_free(dev, p);
+  sim_mem_free(plain, q);
+  sim_device_destroy(dev);
+  sim_device_destroy(plain);
+  /* Destroyed: its addresses are nobody's any more. */
+  assert_ptr_equal(sim_mem_alias(p), p);
+}
+
+/* Copies and memsets translate at enqueue; the bytes land in the region. */
+static void copies(void** state) {
+  (void)state;
+  sim_device* dev = discrete_device(0);
+  sim_stream* s = NULL;
+  assert_int_equal(sim_stream_create(dev, &s), SIM_OK);
+  enum { N = 1 << 17 }; /* larger than the inline copy limit */
+  unsigned char* a = sim_mem_alloc(dev, N);
+  unsigned char* b = sim_mem_alloc(dev, N);
+  unsigned char* h = malloc(N);
+  assert_non_null(a);
+  assert_non_null(b);
+  assert_non_null(h);
+  for (int i = 0; i < N; i++) h[i] = (unsigned char)(i * 13);
+  assert_int_equal(sim_memcpy_async_kind(s, a, h, N, SIM_TRACE_MEMCPY_H2D),
+                   SIM_OK);
+  assert_int_equal(sim_memcpy_async(s, b, a, N), SIM_OK);      /* d2d */
+  assert_int_equal(sim_memset8_async(s, a, 0x11, 64), SIM_OK); /* inline */
+  assert_int_equal(sim_memset32_async(s, a + 64, 0xa1b2c3d4u, 128), SIM_OK);
+  assert_int_equal(sim_stream_synchronize(s), SIM_OK);
+  const unsigned char* av = sim_mem_alias(a);
+  const unsigned char* bv = sim_mem_alias(b);
+  for (int i = 0; i < N; i++)
+    if (bv[i] != (unsigned char)(i * 13)) fail_msg("b[%d] = %d", i, bv[i]);
+  for (int i = 0; i < 64; i++) assert_int_equal(av[i], 0x11);
+  uint32_t w;
+  memcpy(&w, av + 64 + 124, 4);
+  assert_int_equal(w, 0xa1b2c3d4u);
+  assert_int_equal(av[64 + 128], (unsigned char)((64 + 128) * 13));
+  memset(h, 0, N);
+  assert_int_equal(sim_memcpy_async(s, h, b, N), SIM_OK); /* d2h */
+  assert_int_equal(sim_stream_synchronize(s), SIM_OK);
+  assert_int_equal(h[N - 1], (unsigned char)((N - 1) * 13));
+  free(h);
+  sim_mem_free(dev, b);
+  sim_mem_free(dev, a);
+  sim_stream_destroy(s);
+  sim_device_destroy(dev);
+}
+
+/* Under memcheck (unit.discrete.memcheck) valgrind's view is the alias,
+ * where the accesses happen: addressable while allocated, not before or
+ * after, so overruns in kernels are still reported. */
+static void valgrind_sees_alias(void** state) {
+  (void)state;
+  static uint8_t probe[8];
+  VALGRIND_DISABLE_ERROR_REPORTING;
+  VALGRIND_MAKE_MEM_NOACCESS(probe, sizeof(probe));
+  int memcheck = VALGRIND_CHECK_MEM_IS_ADDRESSABLE(probe, 1) != 0;
+  VALGRIND_MAKE_MEM_DEFINED(probe, sizeof(probe));
+  VALGRIND_ENABLE_ERROR_REPORTING;
+  if (!memcheck) skip();
+  sim_device* dev = discrete_device(0);
+  uint8_t* p = sim_mem_alloc(dev, 256);
+  assert_non_null(p);
+  uint8_t* b = sim_mem_alias(p);
+  VALGRIND_DISABLE_ERROR_REPORTING;
+  uintptr_t live = VALGRIND_CHECK_MEM_IS_ADDRESSABLE(b, 256);
+  uintptr_t past = VALGRIND_CHECK_MEM_IS_ADDRESSABLE(b + 256, 1);
+  sim_mem_free(dev, p);
+  uintptr_t freed = VALGRIND_CHECK_MEM_IS_ADDRESSABLE(b, 1);
+  VALGRIND_ENABLE_ERROR_REPORTING;
+  assert_int_equal(live, 0);
+  assert_int_equal(past, (uintptr_t)(b + 256));
+  assert_int_equal(freed, (uintptr_t)b);
+  sim_device_destroy(dev);
+}
+
+/* ---- death tests ----------------------------------------------------------
+ * The child is this executable again (`test_discrete --child NAME`), with
+ * stderr into a pipe: a fresh process, where simdev installs its handler
+ * when the first discrete device is created (once per process; cmocka
+ * swaps SIGSEGV handlers around every test, so a forked copy of this
+ * process would not have it). The parent collects the output and how the
+ * child ended. Under valgrind the child runs natively (no
+ * --trace-children). */
+
+typedef struct child_out {
+  char text[16384];
+  int status;
+} child_out;
+
+static const char* g_argv0;
+
+static void run_child(const char* name, child_out* out) {
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], STDERR_FILENO);
+    execl(g_argv0, g_argv0, "--child", name, (char*)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  size_t n = 0;
+  ssize_t r;
+  while ((r = read(fds[0], out->text + n, sizeof(out->text) - 1 - n)) > 0)
+    n += (size_t)r;
+  out->text[n] = '\0';
+  close(fds[0]);
+  assert_int_equal(waitpid(pid, &out->status, 0), pid);
+}
+
+/* The child died of the access: SIGSEGV by default; under ASan, whose own
+ * SEGV handler was there first, its error exit. Never a clean exit. */
+static void assert_died(const child_out* o) {
+  if (WIFEXITED(o->status) && WEXITSTATUS(o->status) == 0)
+    fail_msg("the child survived a host access:\n%s", o->text);
+  if (WIFSIGNALED(o->status)) assert_int_equal(WTERMSIG(o->status), SIGSEGV);
+}
+
+static void assert_has(const child_out* o, const char* what) {
+  if (strstr(o->text, what) == NULL)
+    fail_msg("report lacks \"%s\":\n%s", what, o->text);
+}
+
+static volatile unsigned char g_sink;
+
+/* Not static: the executable exports it (ENABLE_EXPORTS), so the
+ * report's backtrace can name it. */
+__attribute__((visibility("default"))) void body_live_read(void);
+void body_live_read(void) {
+  sim_device* dev = NULL;
+  if (sim_device_create_ex(2, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
+    _exit(3);
+  sim_mem_set_site("MatMul", "dense_1/MatMul");
+  /* Enough records to grow the table, some freed (backward-shift deletes). */
+  enum { K = 3000 };
+  static unsigned char* blocks[K];
+  for (int i = 0; i < K; i++) blocks[i] = sim_mem_alloc(dev, 64 + i % 7);
+  for (int i = 0; i < K; i += 2) sim_mem_free(dev, blocks[i]);
+  sim_mem_set_site(NULL, NULL);
+  pthread_setname_np(pthread_self(), "tu-reader");
+  g_sink = blocks[2501][17]; /* the host read */
+  _exit(0);
+}
+
+static void report_live(void** state) {
+  (void)state;
+  child_out* o = calloc(1, sizeof(*o));
+  run_child("live_read", o);
+  assert_died(o);
+  assert_has(o, "simdev: host access to device memory at 0x");
+  assert_has(o, "(SIGSEGV)");
+  assert_has(o, "device: simdev-2 is discrete");
+  assert_has(o, "bytes, offset 17, allocated ");
+  assert_has(o, " ms ago by op MatMul (node \"dense_1/MatMul\") on tid ");
+  assert_has(o, "thread: \"tu-reader\" tid ");
+  assert_has(o, "backtrace");
+  /* The frame that made the access (valgrind's signal frames may stop
+   * glibc's unwinder before it). */
+  if (!RUNNING_ON_VALGRIND) assert_has(o, "body_live_read");
+  assert_has(o, "hint: run under gdb");
+  free(o);
+}
+
+static void body_freed_read(void) {
+  sim_device* dev = NULL;
+  if (sim_device_create_ex(0, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
+    _exit(3);
+  sim_mem_set_site("Conv2D", "conv/Conv2D");
+  unsigned char* p = sim_mem_alloc(dev, 1 << 20);
+  sim_mem_set_site(NULL, NULL);
+  sim_mem_free(dev, p);
+  g_sink = p[4096];
+  _exit(0);
+}
+
+static void report_freed(void** state) {
+  (void)state;
+  child_out* o = calloc(1, sizeof(*o));
+  run_child("freed_read", o);
+  assert_died(o);
+  assert_has(o, "not in a live allocation (freed ");
+  assert_has(o, "bytes, offset 4096, allocated ");
+  assert_has(o, "by op Conv2D (node \"conv/Conv2D\")");
+  free(o);
+}
+
+static void body_never_allocated(void) {
+  sim_device* dev = NULL;
+  if (sim_device_create_ex(0, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
+    _exit(3);
+  unsigned char* p = sim_mem_alloc(dev, 64);
+  /* Far beyond anything jemalloc handed out, inside the region. */
+  ((volatile unsigned char*)p)[(TU_MEMORY_MB << 20) / 2] = 1; /* a write */
+  _exit(0);
+}
+
+static void report_never_allocated(void** state) {
+  (void)state;
+  child_out* o = calloc(1, sizeof(*o));
+  run_child("never_allocated", o);
+  assert_died(o);
+  assert_has(o, "not in a live allocation (never allocated");
+  free(o);
+}
+
+/* A fault outside every discrete region goes to the handler that was there
+ * before, untouched, and simdev says nothing. */
+static void prior_handler(int sig, siginfo_t* si, void* uc) {
+  (void)uc;
+  static const char msg[] = "prior handler ran\n";
+  (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+  _exit(sig == SIGSEGV && si->si_code > 0 ? 42 : 41);
+}
+
+static void install_prior(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = prior_handler;
+  sa.sa_flags = SA_SIGINFO;
+  sigaction(SIGSEGV, &sa, NULL);
+}
+
+static void body_foreign_fault(void) {
+  install_prior();
+  sim_device* dev = NULL;
+  if (sim_device_create_ex(0, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
+    _exit(3);
+  unsigned char* guard =
+      mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (guard == MAP_FAILED) _exit(4);
+  /* memcheck reports the access too, and would turn exit 42 into its
+   * --error-exitcode. */
+  VALGRIND_DISABLE_ERROR_REPORTING;
+  g_sink = guard[1];
+  _exit(0);
+}
+
+static void foreign_fault_chained(void** state) {
+  (void)state;
+  child_out* o = calloc(1, sizeof(*o));
+  run_child("foreign_fault", o);
+  assert_true(WIFEXITED(o->status));
+  assert_int_equal(WEXITSTATUS(o->status), 42);
+  assert_has(o, "prior handler ran");
+  if (strstr(o->text, "simdev:") != NULL)
+    fail_msg("simdev spoke:\n%s", o->text);
+  free(o);
+}
+
+/* After its report, simdev hands the access to the previous handler (here
+ * the test's; in Python, faulthandler): the access runs again and meets it. */
+static void body_ours_then_prior(void) {
+  install_prior();
+  sim_device* dev = NULL;
+  if (sim_device_create_ex(0, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
+    _exit(3);
+  unsigned char* p = sim_mem_alloc(dev, 64);
+  VALGRIND_DISABLE_ERROR_REPORTING; /* as above */
+  g_sink = p[0];
+  _exit(0);
+}
+
+static void report_then_prior(void** state) {
+  (void)state;
+  child_out* o = calloc(1, sizeof(*o));
+  run_child("ours_then_prior", o);
+  assert_true(WIFEXITED(o->status));
+  assert_int_equal(WEXITSTATUS(o->status), 42);
+  assert_has(o, "simdev: host access to device memory");
+  assert_has(o,
+             "simdev: passing the signal on to the previous handler\n"
+             "prior handler ran");
+  free(o);
+}
+
+static const struct {
+  const char* name;
+  void (*body)(void);
+} kBodies[] = {
+    {"live_read", body_live_read},
+    {"freed_read", body_freed_read},
+    {"never_allocated", body_never_allocated},
+    {"foreign_fault", body_foreign_fault},
+    {"ours_then_prior", body_ours_then_prior},
+};
+
+int main(int argc, char** argv) {
+  g_argv0 = argv[0];
+  if (argc == 3 && strcmp(argv[1], "--child") == 0) {
+    for (size_t i = 0; i < TU_ARRAY_SIZE(kBodies); i++) {
+      if (strcmp(argv[2], kBodies[i].name) != 0) continue;
+      kBodies[i].body();
+      return 0;
+    }
+    return 126;
+  }
+  tu_init(argc, argv);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(flags_and_alias),
+      cmocka_unit_test(copies),
+      cmocka_unit_test(valgrind_sees_alias),
+      cmocka_unit_test(report_live),
+      cmocka_unit_test(report_freed),
+      cmocka_unit_test(report_never_allocated),
+      cmocka_unit_test(foreign_fault_chained),
+      cmocka_unit_test(report_then_prior),
+  };
+  return cmocka_run_group_tests_name("discrete", tests, NULL, NULL);
+}
