@@ -19,14 +19,19 @@
  *                brings the bytes requested since the plan was installed
  *                (failed requests included) above SIZE; K, M, G = KiB...
  *   fail_at=N    (stream) the Nth work item each stream runs fails
- * Counts N are decimal, 1 .. 2^63; nothing else is accepted.
+ * Counts N are decimal, 1 .. 2^63 (leading zeros allowed); nothing else
+ * is accepted. A seed is 0 .. 2^64-1.
  *
- * State is process-wide: one plan, installed by sim_faults_set while no
- * device work is in flight. Each rule counts its matching operations in
- * atomics (any thread); stream:fail_at counts in the stream itself
+ * State is process-wide. Each sim_faults_set publishes a new, immutable
+ * plan behind one atomic pointer (NULL: no plan); a site loads it once and
+ * uses that plan throughout, so replacing the plan while work is in flight
+ * is safe: an operation is judged by the old plan or the new one, never a
+ * mix. Replaced plans are kept (reachable) until exit: a process installs a
+ * handful. Each rule counts its matching operations in atomics inside its
+ * plan (any thread); stream:fail_at counts in the stream itself
  * (sim_stream.fault_items, touched only by the thread running the stream's
- * item), reset lazily when the plan's generation changes. With no plan the
- * sites pay one relaxed load (sim_faults_on).
+ * item), reset lazily when it meets a plan of another generation. With no
+ * plan the sites pay one relaxed load (sim_faults_on).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -35,7 +40,9 @@
 #include "sim_internal.h"
 
 #define MAX_RULES 32
-#define RULE_TEXT 96 /* the rule as written, for messages (truncated) */
+/* The rule as written, for messages: the longest useful rule
+ * (launch:op=<63 bytes>:every=<19 digits>) fits; longer ones end in "...". */
+#define RULE_TEXT 128
 #define OP_MAX 64
 
 enum trigger { T_NONE, T_NTH, T_EVERY, T_P, T_AFTER_BYTES, T_FAIL_AT };
@@ -53,17 +60,21 @@ typedef struct rule {
 } rule;
 
 typedef struct plan {
-  int nrules;
+  int nrules; /* >= 1 once published */
   uint64_t seed;
+  uint64_t gen;         /* generation, from 1: stream:fail_at's reset */
+  struct plan* retired; /* older plans, kept reachable until exit */
   rule rules[MAX_RULES];
 } plan;
 
-__attribute__((visibility("hidden"))) _Atomic int sim_faults_flag;
-static plan g_plan; /* written only by sim_faults_set */
-static _Atomic uint64_t g_gen = 1;
+/* The plan in force; written only by sim_faults_set (under g_set_lock),
+ * read by the sites with one acquire load. */
+__attribute__((visibility("hidden"))) _Atomic(struct plan*) sim_faults_plan;
+static plan* g_all;    /* every plan ever published; g_set_lock */
+static uint64_t g_gen; /* last generation handed out; g_set_lock */
 static _Atomic uint64_t g_injected[SIM_FAULT_KIND_COUNT];
 static pthread_mutex_t g_set_lock = PTHREAD_MUTEX_INITIALIZER;
-static __thread char tls_last[256]; /* sim_faults_last */
+static __thread char tls_last[256]; /* sim_faults_last: the last record's */
 
 static const char* const kind_names[SIM_FAULT_KIND_COUNT] = {
     "alloc",  "memcpy_h2d", "memcpy_d2h", "memcpy_d2d",
@@ -82,28 +93,34 @@ typedef struct parse_ctx {
   size_t msg_len;
 } parse_ctx;
 
+/* The message names the rule and the problem first (a caller's buffer may
+ * be short), then the whole setting. */
 static int fail(parse_ctx* c, const char* item, size_t len, const char* fmt,
                 const char* a) {
-  char what[160];
+  char what[200];
   snprintf(what, sizeof(what), fmt, a);
   snprintf(c->msg, c->msg_len,
-           "invalid SIMDEV_FAULTS=\"%.96s%s\": rule \"%.*s\": %s", c->spec,
-           strlen(c->spec) > 96 ? "..." : "", (int)(len > 96 ? 96 : len), item,
-           what);
+           "invalid SIMDEV_FAULTS rule \"%.*s%s\": %s (SIMDEV_FAULTS=\"%.96s%s\")",
+           (int)(len > 96 ? 96 : len), item, len > 96 ? "..." : "", what,
+           c->spec, strlen(c->spec) > 96 ? "..." : "");
   return SIM_EINVAL;
 }
 
-/* Decimal digits only, no sign or spaces, no overflow, <= 2^63. */
-static int parse_count(const char* v, size_t len, uint64_t* out) {
-  if (len == 0 || len > 19) return -1;
+/* Decimal digits only, no sign or spaces, no overflow, <= max. */
+static int parse_dec(const char* v, size_t len, uint64_t max, uint64_t* out) {
+  if (len == 0) return -1;
   uint64_t n = 0;
   for (size_t i = 0; i < len; i++) {
     if (v[i] < '0' || v[i] > '9') return -1;
-    n = n * 10 + (uint64_t)(v[i] - '0');
+    uint64_t d = (uint64_t)(v[i] - '0');
+    if (n > (max - d) / 10) return -1;
+    n = n * 10 + d;
   }
-  if (n > (1ull << 63)) return -1;
   *out = n;
   return 0;
+}
+static int parse_count(const char* v, size_t len, uint64_t* out) {
+  return parse_dec(v, len, 1ull << 63, out);
 }
 
 /* A count with an optional K, M or G suffix (binary). */
@@ -187,8 +204,9 @@ static int parse_rule(parse_ctx* c, const char* s, size_t len, rule* r) {
   size_t klen = colon ? (size_t)(colon - s) : len;
   r->kind = kind_of(s, klen);
   if (r->kind < 0) {
-    char k[32];
-    snprintf(k, sizeof(k), "%.*s", (int)(klen > 24 ? 24 : klen), s);
+    char k[40];
+    snprintf(k, sizeof(k), "%.*s%s", (int)(klen > 32 ? 32 : klen), s,
+             klen > 32 ? "..." : "");
     return fail(c, s, len,
                 "unknown kind \"%s\" (kinds: alloc, memcpy_h2d, memcpy_d2h, "
                 "memcpy_d2d, launch, stream, event, callback)",
@@ -205,12 +223,19 @@ static int parse_rule(parse_ctx* c, const char* s, size_t len, rule* r) {
     const char* next = memchr(p, ':', (size_t)(end - p));
     const char* kv_end = next ? next : end;
     const char* eq = memchr(p, '=', (size_t)(kv_end - p));
+    if (kv_end == p)
+      return fail(c, s, len, "%s", "empty key=value (a ':' too many)");
     if (eq == NULL || eq == p)
       return fail(c, s, len, "%s", "expected key=value after the kind");
     char key[16];
     size_t keylen = (size_t)(eq - p);
-    snprintf(key, sizeof(key), "%.*s", (int)(keylen < 15 ? keylen : 15), p);
-    if (keylen >= sizeof(key)) key[0] = '\0'; /* too long: unknown */
+    if (keylen >= sizeof(key)) { /* longer than any key: quote it cut */
+      char k[40];
+      snprintf(k, sizeof(k), "%.*s%s", (int)(keylen > 32 ? 32 : keylen), p,
+               keylen > 32 ? "..." : "");
+      return fail(c, s, len, "unknown key \"%s\"", k);
+    }
+    snprintf(key, sizeof(key), "%.*s", (int)keylen, p);
     int allowed = key_allowed(r->kind, key);
     if (allowed < 0) return fail(c, s, len, "unknown key \"%s\"", key);
     if (!allowed) {
@@ -298,8 +323,9 @@ static int parse_plan(const char* spec, plan* out, char* msg, size_t msg_len) {
         return fail(&c, s, len, "%s", "no spaces allowed");
     if (len >= 5 && strncmp(s, "seed=", 5) == 0) {
       if (have_seed) return fail(&c, s, len, "%s", "seed given twice");
-      if (parse_count(s + 5, len - 5, &out->seed) != 0)
-        return fail(&c, s, len, "%s", "seed= needs a decimal number");
+      if (parse_dec(s + 5, len - 5, UINT64_MAX, &out->seed) != 0)
+        return fail(&c, s, len, "%s",
+                    "seed= needs a decimal number from 0 to 2^64-1");
       have_seed = 1;
     } else {
       if (out->nrules == MAX_RULES)
@@ -326,24 +352,28 @@ int sim_faults_set(const char* spec, char* msg, size_t msg_len) {
   plan* p = malloc(sizeof(*p));
   if (p == NULL) return SIM_ENOMEM;
   int err = parse_plan(spec, p, msg, msg_len);
-  if (err == SIM_OK) {
-    sim_lock(&g_set_lock);
-    atomic_store_explicit(&sim_faults_flag, 0, memory_order_release);
-    g_plan.nrules = p->nrules;
-    g_plan.seed = p->seed;
-    for (int i = 0; i < p->nrules; i++) {
-      rule* r = &g_plan.rules[i];
-      *r = p->rules[i]; /* counters are zero in p */
-    }
-    for (int k = 0; k < SIM_FAULT_KIND_COUNT; k++)
-      atomic_store_explicit(&g_injected[k], 0, memory_order_relaxed);
-    atomic_fetch_add_explicit(&g_gen, 1, memory_order_relaxed);
-    atomic_store_explicit(&sim_faults_flag, p->nrules > 0,
-                          memory_order_release);
-    sim_unlock(&g_set_lock);
+  if (err != SIM_OK || p->nrules == 0) {
+    free(p);
+    p = NULL;
   }
-  free(p);
-  return err;
+  if (err != SIM_OK) return err;
+  sim_lock(&g_set_lock);
+  if (p != NULL) {
+    p->gen = ++g_gen;
+    p->retired = g_all;
+    g_all = p;
+  }
+  for (int k = 0; k < SIM_FAULT_KIND_COUNT; k++)
+    atomic_store_explicit(&g_injected[k], 0, memory_order_relaxed);
+  /* Release: a site that loads p sees its rules and zeroed counters. */
+  atomic_store_explicit(&sim_faults_plan, p, memory_order_release);
+  sim_unlock(&g_set_lock);
+  return SIM_OK;
+}
+
+/* The plan in force for one operation (NULL: none). */
+static plan* cur_plan(void) {
+  return atomic_load_explicit(&sim_faults_plan, memory_order_acquire);
 }
 
 uint64_t sim_faults_injected(int kind) {
@@ -367,38 +397,42 @@ static uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-/* Whether rule i fires for its operation number n (from 1). */
-static int fires(const rule* r, int i, uint64_t n) {
+/* Whether rule i of plan pl fires for its operation number n (from 1). */
+static int fires(const plan* pl, const rule* r, int i, uint64_t n) {
   switch (r->trigger) {
     case T_NTH: return n == r->n;
     case T_EVERY: return n % r->n == 0;
     case T_P:
       return r->p_always ||
-             mix(g_plan.seed ^ mix(((uint64_t)i << 56) ^ n)) < r->threshold;
+             mix(pl->seed ^ mix(((uint64_t)i << 56) ^ n)) < r->threshold;
     default: return 0;
   }
 }
 
 /* Records an injection: counted under the rule's kind, message kept for
- * sim_faults_last and printed on stderr (a debugging aid: gdb users may
- * break on this function to stop at the first injected fault). */
-static __attribute__((noinline)) void injected(const rule* r, const char* msg) {
+ * sim_faults_last and printed on stderr. Not static and never inlined:
+ * `break sim_fault_hit` in gdb stops at every injected fault, on the
+ * thread whose operation it fails. */
+__attribute__((noinline, visibility("hidden"))) void sim_fault_hit(
+    const rule* r, const char* msg);
+void sim_fault_hit(const rule* r, const char* msg) {
   atomic_fetch_add_explicit(&g_injected[r->kind], 1, memory_order_relaxed);
-  snprintf(tls_last, sizeof(tls_last), "%s", msg);
   fprintf(stderr, "simdev: %s\n", msg);
 }
 
 int sim_faults_alloc(const char* dev_name, uint64_t size) {
+  plan* pl = cur_plan();
+  if (pl == NULL) return 0;
   const rule* hit = NULL;
-  for (int i = 0; i < g_plan.nrules; i++) {
-    rule* r = &g_plan.rules[i];
+  for (int i = 0; i < pl->nrules; i++) {
+    rule* r = &pl->rules[i];
     if (r->kind != SIM_FAULT_ALLOC) continue;
     uint64_t n = atomic_fetch_add(&r->count, 1) + 1;
     int f;
     if (r->trigger == T_AFTER_BYTES)
       f = atomic_fetch_add(&r->bytes, size) + size > r->n;
     else
-      f = fires(r, i, n);
+      f = fires(pl, r, i, n);
     if (f && hit == NULL) hit = r;
   }
   if (hit == NULL) return 0;
@@ -407,23 +441,27 @@ int sim_faults_alloc(const char* dev_name, uint64_t size) {
            "injected by SIMDEV_FAULTS (%s): allocation of %" PRIu64
            " bytes on %s refused",
            hit->text, size, dev_name);
-  injected(hit, msg);
+  sim_fault_hit(hit, msg);
   return 1;
 }
 
 int sim_faults_event(void) {
+  tls_last[0] = '\0'; /* sim_faults_last speaks of this record only */
+  plan* pl = cur_plan();
+  if (pl == NULL) return SIM_OK;
   const rule* hit = NULL;
-  for (int i = 0; i < g_plan.nrules; i++) {
-    rule* r = &g_plan.rules[i];
+  for (int i = 0; i < pl->nrules; i++) {
+    rule* r = &pl->rules[i];
     if (r->kind != SIM_FAULT_EVENT) continue;
     uint64_t n = atomic_fetch_add(&r->count, 1) + 1;
-    if (fires(r, i, n) && hit == NULL) hit = r;
+    if (fires(pl, r, i, n) && hit == NULL) hit = r;
   }
   if (hit == NULL) return SIM_OK;
   char msg[256];
   snprintf(msg, sizeof(msg),
            "injected by SIMDEV_FAULTS (%s): event record refused", hit->text);
-  injected(hit, msg);
+  sim_fault_hit(hit, msg);
+  snprintf(tls_last, sizeof(tls_last), "%s", msg);
   return SIM_EFAILED;
 }
 
@@ -443,22 +481,23 @@ int sim_faults_item(sim_stream* s, sim_work* w, int after_run, char* msg,
   int kind = item_kind(w);
   if (after_run && kind != SIM_FAULT_CALLBACK) return SIM_OK;
   if (!after_run && kind == SIM_FAULT_CALLBACK) return SIM_OK;
+  plan* pl = cur_plan();
+  if (pl == NULL) return SIM_OK;
   /* stream:fail_at counts the items a stream runs that it would otherwise
    * have been free to skip: not the SIM_WORK_ALWAYS_RUN markers (event
    * records and waits, host callbacks, timers), which must run so that
    * nobody waiting on them hangs. */
   uint64_t item = 0;
   if (!after_run && !(w->flags & SIM_WORK_ALWAYS_RUN)) {
-    uint64_t gen = atomic_load_explicit(&g_gen, memory_order_relaxed);
-    if (s->fault_gen != gen) {
-      s->fault_gen = gen;
+    if (s->fault_gen != pl->gen) {
+      s->fault_gen = pl->gen;
       s->fault_items = 0;
     }
     item = ++s->fault_items;
   }
   const rule* hit = NULL;
-  for (int i = 0; i < g_plan.nrules; i++) {
-    rule* r = &g_plan.rules[i];
+  for (int i = 0; i < pl->nrules; i++) {
+    rule* r = &pl->rules[i];
     int f;
     if (r->kind == SIM_FAULT_STREAM) {
       f = item != 0 && item == r->n;
@@ -466,7 +505,7 @@ int sim_faults_item(sim_stream* s, sim_work* w, int after_run, char* msg,
       if (r->kind != kind) continue;
       if (r->op[0] != '\0' && strcmp(sim_trace_name(w->trace.type), r->op))
         continue;
-      f = fires(r, i, atomic_fetch_add(&r->count, 1) + 1);
+      f = fires(pl, r, i, atomic_fetch_add(&r->count, 1) + 1);
     }
     if (f && hit == NULL) hit = r;
   }
@@ -492,7 +531,7 @@ int sim_faults_item(sim_stream* s, sim_work* w, int after_run, char* msg,
   else
     snprintf(full, sizeof(full), "injected by SIMDEV_FAULTS (%s): %s",
              hit->text, what);
-  injected(hit, full);
+  sim_fault_hit(hit, full);
   snprintf(msg, msg_len, "%s", full);
   return SIM_EFAILED;
 }

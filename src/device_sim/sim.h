@@ -627,11 +627,11 @@ int sim_faults_set(const char* spec, char* msg, size_t msg_len);
 uint64_t sim_faults_injected(int kind);
 /* Static name of a kind as the grammar spells it ("alloc", ...). */
 const char* sim_fault_kind_name(int kind);
-/* The message of the last fault injected on the calling thread ("injected
- * by SIMDEV_FAULTS (<rule>): ..."), for callers that got only a code
- * (sim_mem_alloc's NULL, sim_event_record's SIM_EFAILED): copied into msg;
- * returns 1 if there was one, 0 (msg "") if not. Every injected fault is
- * also printed on stderr. */
+/* Why the calling thread's last sim_event_record was refused by the plan
+ * ("injected by SIMDEV_FAULTS (<rule>): event record refused"), for a
+ * caller that got only SIM_EFAILED: copied into msg; returns 1 if that
+ * record was refused by the plan, 0 (msg "") if not. Every injected fault
+ * is also printed on stderr. */
 int sim_faults_last(char* msg, size_t msg_len);
 
 /* ---------------------------------------------------------- parallel for */

@@ -226,12 +226,15 @@ void* sim_work_alloc(size_t size, sim_work_run_fn run, uint32_t flags,
                      const char* label);
 
 /* ---- faults.c: the fault plan (sim.h, "fault injection") -------------- */
-/* Non-zero while a plan with rules is installed. The sites test it first
- * (one load) and call the functions below only when it is set. */
-extern __attribute__((visibility("hidden"))) _Atomic int sim_faults_flag;
+/* The plan in force, NULL while none is. The sites test it first (one
+ * relaxed load) and call the functions below only when it is set; those
+ * load it again (acquire) and judge the operation by that one plan. */
+struct plan;
+extern __attribute__((visibility("hidden"))) _Atomic(struct plan*)
+    sim_faults_plan;
 static inline int sim_faults_on(void) {
   return __builtin_expect(
-      atomic_load_explicit(&sim_faults_flag, memory_order_acquire), 0);
+      atomic_load_explicit(&sim_faults_plan, memory_order_relaxed) != NULL, 0);
 }
 /* An allocation of `size` bytes on device dev_name: 1 if the plan refuses
  * it (counted, reported), else 0. Any thread, no lock held. */

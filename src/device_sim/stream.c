@@ -110,14 +110,11 @@ static inline __attribute__((always_inline)) int run_only(sim_stream* s,
     /* injected: not run */
   } else {
     rc = w->run(w, msg, sizeof(msg));
-    if (faults) {
-      char fmsg[256];
-      if (sim_faults_item(s, w, 1, fmsg, sizeof(fmsg)) != SIM_OK &&
-          rc == SIM_OK) {
-        rc = SIM_EFAILED;
-        memcpy(msg, fmsg, sizeof(msg));
-      }
-    }
+    /* Only an item that succeeded can be failed (and counted) by the
+     * plan: a callback that failed by itself keeps its own message. */
+    if (faults && rc == SIM_OK &&
+        sim_faults_item(s, w, 1, msg, sizeof(msg)) != SIM_OK)
+      rc = SIM_EFAILED;
   }
   if (rc != SIM_OK && rc != SIM_ESTREAM) {
     sim_lock(&s->lock);

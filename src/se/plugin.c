@@ -229,7 +229,7 @@ static void check_compatible(const SE_PlatformRegistrationParams* params) {
 
 __attribute__((visibility("default"))) void SE_InitPlugin(
     SE_PlatformRegistrationParams* params, TF_Status* status) {
-  char msg[256];
+  char msg[512]; /* se_set_status keeps 512 */
   int err = sim_config_from_env(&g_config, msg, sizeof(msg));
   if (err != SIM_OK) {
     se_set_status(status, err, "bad setting", msg);

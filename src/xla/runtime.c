@@ -289,7 +289,10 @@ static void job_done(sim_work* w, int status) {
     char why[256];
     sim_stream_status(j->stream, why, sizeof(why));
     j->code = XLA_FFI_Error_Code_INTERNAL;
-    snprintf(j->msg, sizeof(j->msg), "simdev stream failed: %s",
+    snprintf(j->msg, sizeof(j->msg), "%s%s",
+             status == SIM_ESTREAM ? "not run: the simdev stream failed "
+                                     "earlier: "
+                                   : "",
              why[0] != '\0' ? why : sim_strerror(status));
   }
   lock(&counts.mu);

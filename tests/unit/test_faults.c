@@ -136,9 +136,9 @@ static void alloc_nth_every(void** state) {
   for (int i = 0; i < 6; i++)
     if ((p[i] == NULL) != (i == 2)) fail_msg("allocation %d: %p", i + 1, p[i]);
   assert_int_equal(sim_faults_injected(SIM_FAULT_ALLOC), 1);
+  /* sim_faults_last speaks of event records only. */
   char msg[256];
-  assert_int_equal(sim_faults_last(msg, sizeof(msg)), 1);
-  assert_non_null(strstr(msg, "injected by SIMDEV_FAULTS (alloc:nth=3)"));
+  assert_int_equal(sim_faults_last(msg, sizeof(msg)), 0);
   sim_mem_get_stats(f->dev, &after);
   assert_int_equal(after.num_failed, before.num_failed + 1);
   assert_int_equal(after.num_allocs, before.num_allocs + 5);
