@@ -19,8 +19,9 @@
  * sim_mem_alloc hands out; view B, read/write, at base + `alias`, is where
  * simdev's code reaches the bytes (sim_mem_alias, discrete.c). jemalloc
  * never reads or writes the region's bytes (metadata off the region, no junk
- * or zero fill: opt.junk and opt.zero are off by default and our build does
- * not turn them on), so it works on A's addresses without faulting. Other
+ * or zero fill: opt.junk and opt.zero are off by default, and a discrete
+ * device is refused when SDJE_MALLOC_CONF turns them on), so it works on
+ * A's addresses without faulting. Other
  * devices keep a private anonymous mapping: the mode costs them nothing.
  *
  * Locking: `lock` protects the bump pointer and the stats. jemalloc calls the
@@ -32,6 +33,7 @@
 #include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -187,14 +189,62 @@ static void bind_numa(sim_arena* a) {
                              HWLOC_MEMBIND_BIND, HWLOC_MEMBIND_BYNODESET) == 0;
 }
 
+/* jemalloc's fill options write into what it allocates or frees: on a
+ * discrete device that is view A, and the write would fault in jemalloc.
+ * Off by default; SDJE_MALLOC_CONF (the prefixed MALLOC_CONF) can turn
+ * them on at run time. opt.junk is "false", "true", "alloc" or "free";
+ * either ctl is absent (ENOENT) in a build without fill support. */
+static int je_fills(void) {
+  const char* junk = NULL;
+  size_t sz = sizeof(junk);
+  if (sdje_mallctl("opt.junk", &junk, &sz, NULL, 0) == 0 && junk != NULL &&
+      strcmp(junk, "false") != 0)
+    return 1;
+  bool zero = false;
+  sz = sizeof(zero);
+  return sdje_mallctl("opt.zero", &zero, &sz, NULL, 0) == 0 && zero;
+}
+
 /* Views A (PROT_NONE) and B (read/write) of one memfd of `bytes` (shmem
  * pages, allocated as they are first touched through B, like the anonymous
  * region's; memfd_create's files are not charged against commit limits).
- * The fd is closed once mapped: the mappings keep the file. */
+ * The fd is closed once mapped: the mappings keep the file. Both views are
+ * MADV_DONTFORK: a fork()ed child would otherwise share device memory with
+ * the parent (a shared mapping) under its own copy of jemalloc's state, and
+ * the two would hand out the same bytes; without the views, a child's
+ * access faults instead. Failures explain themselves through
+ * sim_device_set_error (the plugin shows it). */
 static int map_discrete(sim_arena* a, uint64_t bytes) {
+  unsigned long long mib = (unsigned long long)(bytes >> 20);
+  if (je_fills()) {
+    sim_device_set_error(
+        "SIMDEV_DISCRETE=1 cannot be used with jemalloc's junk or zero fill "
+        "(SDJE_MALLOC_CONF): jemalloc would write into the device's "
+        "inaccessible view");
+    return SIM_EINVAL;
+  }
+  /* Growing a file past RLIMIT_FSIZE raises SIGXFSZ (death with a core
+   * by default) before ftruncate could fail with EFBIG: check first. */
+  struct rlimit fsize;
+  if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY &&
+      fsize.rlim_cur < bytes) {
+    sim_device_set_error(
+        "SIMDEV_DISCRETE=1: the device's %llu MiB are a memfd, and the file "
+        "size limit (ulimit -f) is %llu KiB: raise `ulimit -f` or lower "
+        "SIMDEV_MEMORY_MB",
+        mib, (unsigned long long)(fsize.rlim_cur >> 10));
+    return SIM_ENOMEM;
+  }
   int fd = memfd_create(a->name, MFD_CLOEXEC);
-  if (fd < 0) return SIM_ESYS;
+  if (fd < 0) {
+    sim_device_set_error("SIMDEV_DISCRETE=1: memfd_create refused: %s",
+                         strerror(errno));
+    return SIM_ESYS;
+  }
   if (ftruncate(fd, (off_t)bytes) != 0) {
+    sim_device_set_error(
+        "SIMDEV_DISCRETE=1: cannot size the device's memfd to %llu MiB: %s",
+        mib, strerror(errno));
     close(fd);
     return SIM_ENOMEM;
   }
@@ -203,10 +253,22 @@ static int map_discrete(sim_arena* a, uint64_t bytes) {
   void* v = b == MAP_FAILED ? MAP_FAILED
                             : mmap(NULL, bytes, PROT_NONE,
                                    MAP_SHARED | MAP_NORESERVE, fd, 0);
+  int map_errno = errno;
   close(fd);
   if (v == MAP_FAILED) {
     if (b != MAP_FAILED) munmap(b, bytes);
+    sim_device_set_error(
+        "SIMDEV_DISCRETE=1: cannot map the device's %llu MiB memfd twice: %s",
+        mib, strerror(map_errno));
     return SIM_ENOMEM;
+  }
+  if (madvise(b, bytes, MADV_DONTFORK) != 0 ||
+      madvise(v, bytes, MADV_DONTFORK) != 0) {
+    sim_device_set_error("SIMDEV_DISCRETE=1: madvise(MADV_DONTFORK): %s",
+                         strerror(errno));
+    munmap(v, bytes);
+    munmap(b, bytes);
+    return SIM_ESYS;
   }
   a->base = v;
   a->alias = (intptr_t)((char*)b - (char*)v);

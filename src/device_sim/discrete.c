@@ -43,27 +43,66 @@
 /* ---- regions ------------------------------------------------------------ */
 
 #define DISC_MAX_REGIONS 64 /* devices alive at once, all kinds of callers */
+#define DISC_NAME_WORDS 4   /* device name: 32 bytes, read as 4 words */
 
+/* A slot is reused after its device is destroyed, so a lock-free reader
+ * must not mix two devices' fields: `seq` is a seqlock, odd while g_mu's
+ * holder rewrites the slot. Readers copy the fields, then check that seq
+ * was even and did not change; every field is atomic (relaxed), so the
+ * copy is racy only in the way the check catches. */
 typedef struct disc_region {
+  _Atomic uint64_t seq;
   _Atomic uintptr_t lo;
   _Atomic uint64_t size; /* 0: slot free */
   _Atomic intptr_t delta;
-  char name[32]; /* device name, written before size is published */
-  int used;      /* under g_mu */
+  _Atomic uint64_t name[DISC_NAME_WORDS]; /* device name, NUL-padded */
+  int used;                               /* under g_mu */
 } disc_region;
+
+/* What a reader saw of one slot, consistently. */
+typedef struct disc_view {
+  uintptr_t lo;
+  uint64_t size;
+  intptr_t delta;
+  uint64_t name[DISC_NAME_WORDS + 1]; /* + a NUL word */
+} disc_view;
 
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static disc_region regions[DISC_MAX_REGIONS];
 static _Atomic int g_top;
 
-/* Index of the region holding address a, or -1. Lock-free, signal-safe. */
-static int region_of(uintptr_t a) {
+/* Copies slot i into *v. 0 when the copy is consistent (seq even and
+ * unchanged), -1 when the slot was being rewritten: never spins, since the
+ * writer may be the thread this runs on (a signal handler interrupting
+ * region_add/remove). with_name: also copy the name (reports only). */
+static int read_slot(int i, disc_view* v, int with_name) {
+  const disc_region* r = &regions[i];
+  uint64_t s0 = atomic_load_explicit(&r->seq, memory_order_acquire);
+  if (s0 & 1) return -1;
+  v->size = atomic_load_explicit(&r->size, memory_order_relaxed);
+  v->lo = atomic_load_explicit(&r->lo, memory_order_relaxed);
+  v->delta = atomic_load_explicit(&r->delta, memory_order_relaxed);
+  if (with_name) {
+    for (int k = 0; k < DISC_NAME_WORDS; k++)
+      v->name[k] = atomic_load_explicit(&r->name[k], memory_order_relaxed);
+    v->name[DISC_NAME_WORDS] = 0;
+  }
+  atomic_thread_fence(memory_order_acquire);
+  return atomic_load_explicit(&r->seq, memory_order_relaxed) == s0 ? 0 : -1;
+}
+
+/* The region holding address a, copied into *v; 0, or -1 if none.
+ * Lock-free, signal-safe. A slot caught mid-rewrite is read again a few
+ * times, then treated as not matching (it is being added, so nothing in it
+ * was handed out yet, or removed, so its memory is going away). */
+static int region_of(uintptr_t a, disc_view* v, int with_name) {
   int top = atomic_load_explicit(&g_top, memory_order_acquire);
   for (int i = 0; i < top; i++) {
-    uint64_t size =
-        atomic_load_explicit(&regions[i].size, memory_order_acquire);
-    uintptr_t lo = atomic_load_explicit(&regions[i].lo, memory_order_relaxed);
-    if (size != 0 && a - lo < size) return i;
+    for (int tries = 0; tries < 4; tries++) {
+      if (read_slot(i, v, with_name) != 0) continue;
+      if (v->size != 0 && a - v->lo < v->size) return 0;
+      break;
+    }
   }
   return -1;
 }
@@ -72,10 +111,22 @@ void* sim_mem_alias(const void* p) {
   if (__builtin_expect(atomic_load_explicit(&g_top, memory_order_relaxed) == 0,
                        1))
     return (void*)p;
-  int i = region_of((uintptr_t)p);
-  if (i < 0) return (void*)p;
-  intptr_t d = atomic_load_explicit(&regions[i].delta, memory_order_relaxed);
-  return (char*)p + d;
+  disc_view v;
+  if (region_of((uintptr_t)p, &v, 0) != 0) return (void*)p;
+  return (char*)p + v.delta;
+}
+
+/* g_mu held: opens and closes slot r's rewrite (seqlock writer side). */
+static void slot_write_begin(disc_region* r) {
+  atomic_store_explicit(&r->seq,
+                        atomic_load_explicit(&r->seq, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+}
+static void slot_write_end(disc_region* r) {
+  atomic_store_explicit(&r->seq,
+                        atomic_load_explicit(&r->seq, memory_order_relaxed) + 1,
+                        memory_order_release);
 }
 
 /* ---- allocation records -------------------------------------------------- */
@@ -335,14 +386,14 @@ static void report_allocation(out_buf* o, uintptr_t a) {
 
 static struct sigaction g_prev_segv, g_prev_bus;
 
-static void report(int sig, const siginfo_t* si, int ri) {
+static void report(int sig, const siginfo_t* si, const disc_view* v) {
   out_buf o = {.n = 0};
   uintptr_t a = (uintptr_t)si->si_addr;
   out_s(&o, "\nsimdev: host access to device memory at ");
   out_x(&o, a);
   out_s(&o, sig == SIGSEGV ? " (SIGSEGV)\n" : " (SIGBUS)\n");
   out_s(&o, "  device: ");
-  out_s(&o, regions[ri].name);
+  out_s(&o, (const char*)v->name);
   out_s(&o,
         " is discrete (SIMDEV_DISCRETE=1): its memory is not accessible "
         "to host code, only to simdev's streams\n");
@@ -369,50 +420,121 @@ static void report(int sig, const siginfo_t* si, int ri) {
   out_flush(&o);
 }
 
-/* Hands a fault that is not ours to whoever had the signal before. */
+/* Hands a signal that is not ours to whoever had it before, as the kernel
+ * would have delivered it to them (the handler runs with their sa_mask and
+ * SA_NODEFER, SA_RESETHAND is honoured). */
 static void chain(int sig, siginfo_t* si, void* uc,
                   const struct sigaction* prev) {
-  if (prev->sa_flags & SA_SIGINFO) {
-    prev->sa_sigaction(sig, si, uc);
-  } else if (prev->sa_handler != SIG_DFL && prev->sa_handler != SIG_IGN) {
-    prev->sa_handler(sig);
-  } else {
+  void (*h)(int) = prev->sa_handler; /* shares storage with sa_sigaction */
+  if (h == SIG_IGN && si->si_code <= 0) return; /* kill(): ignored, as before */
+  if (h == SIG_DFL || h == SIG_IGN) {
     /* Default (or ignored, which the kernel overrides for a real fault):
      * give the signal back to it; the access faults again and the process
      * dies of it, as it would have without simdev. A signal sent with
-     * kill() is raised again. */
+     * kill() is raised again (default action: death). */
     sigaction(sig, prev, NULL);
     if (si->si_code <= 0) raise(sig);
+    return;
   }
+  if (prev->sa_flags & SA_RESETHAND) {
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigaction(sig, &dfl, NULL);
+  }
+  sigset_t mask, old;
+  pthread_sigmask(SIG_SETMASK, NULL, &mask);
+  for (int s = 1; s < NSIG; s++)
+    if (sigismember(&prev->sa_mask, s) == 1) sigaddset(&mask, s);
+  if (prev->sa_flags & SA_NODEFER)
+    sigdelset(&mask, sig);
+  else
+    sigaddset(&mask, sig);
+  pthread_sigmask(SIG_SETMASK, &mask, &old);
+  if (prev->sa_flags & SA_SIGINFO)
+    prev->sa_sigaction(sig, si, uc);
+  else
+    h(sig);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-static _Atomic int g_reporting; /* tid writing a report, or 0 */
+/* Tid of the thread writing a report, or 0. Taken by compare-and-swap from
+ * 0, released only by a compare-and-swap from the holder's own tid. */
+static _Atomic int g_reporting;
+
+/* 1 when the previous disposition of a fault in view A will not return:
+ * SIG_DFL, or SIG_IGN (which the kernel overrides for a fault). */
+static int prev_kills(const struct sigaction* prev) {
+  return prev->sa_handler == SIG_DFL || prev->sa_handler == SIG_IGN;
+}
 
 static void on_fault(int sig, siginfo_t* si, void* uc) {
   int saved = errno;
-  /* si_addr means something only for a fault the kernel raised. */
-  int ri = si->si_code > 0 ? region_of((uintptr_t)si->si_addr) : -1;
   const struct sigaction* prev = sig == SIGSEGV ? &g_prev_segv : &g_prev_bus;
-  if (ri < 0) {
+  disc_view v;
+  /* si_addr means something only for a fault the kernel raised. */
+  if (si->si_code <= 0 || region_of((uintptr_t)si->si_addr, &v, 1) != 0) {
     chain(sig, si, uc, prev);
-  } else {
-    /* One report at a time: threads that fault together (TF runs several
-     * kernels at once) would interleave their lines. A thread waits up to
-     * ~2 s for another's report, then writes its own anyway. */
-    int me = (int)syscall(SYS_gettid), none = 0;
-    for (int i = 0; i < 2000; i++) {
-      if (atomic_compare_exchange_strong(&g_reporting, &none, me)) break;
-      if (none == me) break; /* a fault inside our own report: go on */
-      none = 0;
-      struct timespec ms = {0, 1000000};
-      nanosleep(&ms, NULL);
+    errno = saved;
+    return;
+  }
+  /* One report at a time: threads that fault together (TF runs several
+   * kernels at once) would interleave their lines. A thread that finds
+   * another's report under way waits for it, up to ~2 s, then writes its
+   * own anyway. The holder keeps the claim when the previous disposition
+   * kills the process (the usual case): a thread that faulted meanwhile
+   * then never writes, and the one report is not followed by half of
+   * another before the process dies. */
+  int me = (int)syscall(SYS_gettid), holder = 0, claimed = 0;
+  for (int i = 0; i < 2000; i++) {
+    if (atomic_compare_exchange_strong(&g_reporting, &holder, me)) {
+      claimed = 1;
+      break;
     }
-    report(sig, si, ri);
-    atomic_store(&g_reporting, 0);
-    /* The access runs again on return and meets the previous handler. */
-    sigaction(sig, prev, NULL);
+    /* Our own claim: the other signal (SIGBUS in a SIGSEGV report or the
+     * reverse; not blocked by ours) came in the middle of our report. The
+     * same signal is blocked in its own handler, so a fault of that kind
+     * here kills the process at once, without reaching this line. */
+    if (holder == me) break;
+    holder = 0;
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+  report(sig, si, &v);
+  /* The access runs again on return and meets the previous handler. */
+  sigaction(sig, prev, NULL);
+  if (claimed && !prev_kills(prev)) {
+    holder = me;
+    atomic_compare_exchange_strong(&g_reporting, &holder, 0);
   }
   errno = saved;
+}
+
+/* fork(): the child has neither view of any discrete region (arena.c maps
+ * them MADV_DONTFORK) nor simdev's threads. Its copy of the table would
+ * still translate (and report) addresses that its own later mappings may
+ * reuse: the child forgets every region. The locks are taken around fork
+ * so the child gets them unlocked and consistent. */
+static void fork_prepare(void) {
+  sim_lock(&g_mu);
+  sim_lock(&g_rec_mu);
+}
+static void fork_parent(void) {
+  sim_unlock(&g_rec_mu);
+  sim_unlock(&g_mu);
+}
+static void fork_child(void) {
+  for (int i = 0; i < DISC_MAX_REGIONS; i++) {
+    if (!regions[i].used) continue;
+    slot_write_begin(&regions[i]);
+    atomic_store_explicit(&regions[i].size, 0, memory_order_relaxed);
+    slot_write_end(&regions[i]);
+    regions[i].used = 0;
+  }
+  for (size_t j = 0; j < g_cap; j++) g_live[j].base = 0;
+  g_count = 0;
+  for (size_t i = 0; i < DISC_FREED; i++) g_freed[i].base = 0;
+  fork_parent();
 }
 
 static void install_handler(void) {
@@ -427,6 +549,7 @@ static void install_handler(void) {
   sigemptyset(&sa.sa_mask);
   SIM_CHECK(sigaction(SIGSEGV, &sa, &g_prev_segv) == 0);
   SIM_CHECK(sigaction(SIGBUS, &sa, &g_prev_bus) == 0);
+  SIM_CHECK(pthread_atfork(fork_prepare, fork_parent, fork_child) == 0);
 }
 
 static pthread_once_t g_install_once = PTHREAD_ONCE_INIT;
@@ -440,15 +563,27 @@ int sim_discrete_region_add(const char* name, void* a, void* b, uint64_t size) {
   while (i < DISC_MAX_REGIONS && regions[i].used) i++;
   if (i == DISC_MAX_REGIONS) {
     sim_unlock(&g_mu);
+    sim_device_set_error(
+        "SIMDEV_DISCRETE=1: at most %d discrete devices can exist at once "
+        "in a process",
+        DISC_MAX_REGIONS);
     return SIM_ENOMEM;
   }
   disc_region* r = &regions[i];
   r->used = 1;
-  copy_str(r->name, sizeof(r->name), name);
+  char padded[DISC_NAME_WORDS * 8] = {0};
+  copy_str(padded, sizeof(padded), name);
+  slot_write_begin(r);
+  for (int k = 0; k < DISC_NAME_WORDS; k++) {
+    uint64_t w;
+    memcpy(&w, padded + 8 * k, 8);
+    atomic_store_explicit(&r->name[k], w, memory_order_relaxed);
+  }
   atomic_store_explicit(&r->lo, (uintptr_t)a, memory_order_relaxed);
   atomic_store_explicit(&r->delta, (intptr_t)((char*)b - (char*)a),
                         memory_order_relaxed);
-  atomic_store_explicit(&r->size, size, memory_order_release);
+  atomic_store_explicit(&r->size, size, memory_order_relaxed);
+  slot_write_end(r);
   if (i + 1 > atomic_load_explicit(&g_top, memory_order_relaxed))
     atomic_store_explicit(&g_top, i + 1, memory_order_release);
   sim_unlock(&g_mu);
@@ -464,7 +599,9 @@ void sim_discrete_region_remove(void* a) {
       continue;
     uint64_t size =
         atomic_load_explicit(&regions[i].size, memory_order_relaxed);
-    atomic_store_explicit(&regions[i].size, 0, memory_order_release);
+    slot_write_begin(&regions[i]);
+    atomic_store_explicit(&regions[i].size, 0, memory_order_relaxed);
+    slot_write_end(&regions[i]);
     regions[i].used = 0;
     forget_range((uintptr_t)a, size);
     break;

@@ -131,12 +131,24 @@ enum sim_device_flags {
    * bytes through sim_mem_alias (below): the copies, kernels, memsets and
    * DLPack. The region is one memfd mapped twice (arena.c); the report's
    * handler is discrete.c's, installed once per process, when the first
-   * discrete device is created. */
+   * discrete device is created.
+   * What is trapped is host code that dereferences the addresses handed
+   * out; sim_mem_alias works on any thread, so simdev's own code (a kernel
+   * that read a device input on TF's thread through its alias) is not held
+   * to the worker threads. A fork()ed child has neither view (MADV_DONTFORK)
+   * and no discrete device: its accesses to those addresses fault, without
+   * a report. */
   SIM_DEVICE_DISCRETE = 1u << 0,
 };
 /* sim_device_create with flags (sim_device_flags); 0 = sim_device_create. */
 int sim_device_create_ex(int ordinal, uint64_t memory_mb, unsigned flags,
                          sim_device** out);
+/* Why the calling thread's last sim_device_create(_ex) failed, when there
+ * is more to say than its error code (a SIM_DEVICE_DISCRETE device refused
+ * because of `ulimit -f`, the table of discrete devices full, memfd_create
+ * refused, jemalloc set to fill memory); "" otherwise. Thread-local, valid
+ * until the thread's next sim_device_create(_ex). */
+const char* sim_device_create_error(void);
 /* 1 if dev was created with SIM_DEVICE_DISCRETE. */
 int sim_device_discrete(const sim_device* dev);
 
@@ -193,7 +205,9 @@ int sim_mem_contains(const sim_device* dev, const void* p, uint64_t size);
  * a small table, any thread (one relaxed load when no discrete device was
  * ever created); p may be any pointer (host memory comes back as it is).
  * Never hand the result to code outside simdev, except as what a DLPack
- * export shares (the host-mapped view of the buffer). */
+ * export shares (the host-mapped view of the buffer). Nothing checks which
+ * thread calls it: keeping device bytes to simdev's workers is up to the
+ * callers (kernels take aliases on TF's thread, for their worker). */
 void* sim_mem_alias(const void* p);
 
 /* What sim_mem_alloc records about an allocation for discrete-mode reports:

@@ -139,6 +139,11 @@ void sim_discrete_note_alloc(const void* p, uint64_t size);
 void sim_discrete_note_free(const void* p);
 
 /* ---- device.c ---------------------------------------------------------- */
+/* Sets the calling thread's sim_device_create_error() message (printf
+ * format). Called by the layers below sim_device_create_ex on a failure
+ * that has more to say than its error code. */
+void sim_device_set_error(const char* fmt, ...)
+    __attribute__((format(printf, 1, 2)));
 struct sim_device {
   int ordinal;
   int inline_ok; /* sim_device_set_inline: new streams' default */

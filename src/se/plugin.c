@@ -85,11 +85,18 @@ static void create_device(const SP_Platform* platform,
                                  g_config.discrete ? SIM_DEVICE_DISCRETE : 0,
                                  &dev);
   if (err != SIM_OK) {
-    se_set_statusf(status, err,
-                   "cannot create device %d with %llu MiB "
-                   "(SIMDEV_MEMORY_MB): %s",
-                   ordinal, (unsigned long long)g_config.memory_mb,
-                   sim_strerror(err));
+    /* A discrete device fails for reasons of its own (ulimit -f, memfd,
+     * too many of them), which device_sim explains. */
+    const char* why = sim_device_create_error();
+    if (why[0] != '\0')
+      se_set_statusf(status, err, "cannot create device %d with %llu MiB: %s",
+                     ordinal, (unsigned long long)g_config.memory_mb, why);
+    else
+      se_set_statusf(status, err,
+                     "cannot create device %d with %llu MiB "
+                     "(SIMDEV_MEMORY_MB): %s",
+                     ordinal, (unsigned long long)g_config.memory_mb,
+                     sim_strerror(err));
     return;
   }
   /* SIMDEV_INLINE: every stream of the device inherits it. */

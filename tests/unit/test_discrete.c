@@ -5,6 +5,8 @@
  */
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <valgrind/memcheck.h>
@@ -103,6 +105,77 @@ static void copies(void** state) {
   sim_device_destroy(dev);
 }
 
+/* The table holds 64 discrete devices at once; the 65th is refused with a
+ * message, and a slot freed by a destroy is used again, with the new
+ * device's alias. 1 MiB devices: the limit is on devices, not bytes. */
+static void region_limit_and_reuse(void** state) {
+  (void)state;
+  enum { MAX = 64 };
+  static sim_device* devs[MAX];
+  for (int i = 0; i < MAX; i++)
+    assert_int_equal(sim_device_create_ex(i, 1, SIM_DEVICE_DISCRETE, &devs[i]),
+                     SIM_OK);
+  sim_device* extra = NULL;
+  assert_int_equal(sim_device_create_ex(MAX, 1, SIM_DEVICE_DISCRETE, &extra),
+                   SIM_ENOMEM);
+  assert_null(extra);
+  assert_non_null(strstr(sim_device_create_error(),
+                         "at most 64 discrete devices can exist at once"));
+  /* Plain devices are not in the table. */
+  assert_int_equal(sim_device_create_ex(MAX, 1, 0, &extra), SIM_OK);
+  sim_device_destroy(extra);
+  sim_device_destroy(devs[10]);
+  assert_int_equal(sim_device_create_ex(10, 1, SIM_DEVICE_DISCRETE, &devs[10]),
+                   SIM_OK);
+  assert_string_equal(sim_device_create_error(), "");
+  unsigned char* p = sim_mem_alloc(devs[10], 128);
+  assert_non_null(p);
+  unsigned char* pa = sim_mem_alias(p);
+  assert_ptr_not_equal(pa, p);
+  memset(pa, 0x77, 128);
+  assert_int_equal(((unsigned char*)sim_mem_alias(p + 127))[0], 0x77);
+  sim_mem_free(devs[10], p);
+  for (int i = 0; i < MAX; i++) sim_device_destroy(devs[i]);
+}
+
+/* fork(): the child gets neither view (MADV_DONTFORK) and forgets the
+ * regions (pthread_atfork), so it cannot share the parent's device memory;
+ * the parent's device is untouched. */
+static void fork_child_has_no_device_memory(void** state) {
+  (void)state;
+  sim_device* dev = discrete_device(0);
+  unsigned char* p = sim_mem_alloc(dev, 4096);
+  assert_non_null(p);
+  unsigned char* pa = sim_mem_alias(p);
+  memset(pa, 0x3c, 4096);
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    int code = sim_mem_alias(p) == p ? 0 : 10; /* forgotten */
+    FILE* f = fopen("/proc/self/maps", "r");
+    char line[512];
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+      if (strstr(line, "memfd:simdev-0") != NULL) code |= 20; /* mapped */
+    if (f == NULL)
+      code = 30;
+    else
+      fclose(f);
+    /* The records lock is usable (not inherited locked). */
+    unsigned char* q = sim_mem_alloc(dev, 64);
+    if (q == NULL) code |= 40;
+    _exit(code);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  assert_ptr_equal(sim_mem_alias(p), pa);
+  assert_int_equal(pa[4095], 0x3c);
+  sim_mem_free(dev, p);
+  sim_device_destroy(dev);
+}
+
 /* Under memcheck (unit.discrete.memcheck) valgrind's view is the alias,
  * where the accesses happen: addressable while allocated, not before or
  * after, so overruns in kernels are still reported. */
@@ -147,7 +220,13 @@ typedef struct child_out {
 
 static const char* g_argv0;
 
+static void run_child_env(const char* name, const char* env, child_out* out);
 static void run_child(const char* name, child_out* out) {
+  run_child_env(name, NULL, out);
+}
+
+/* env: "NAME=value" put in the child's environment before exec, or NULL. */
+static void run_child_env(const char* name, const char* env, child_out* out) {
   int fds[2];
   assert_int_equal(pipe(fds), 0);
   fflush(NULL);
@@ -156,6 +235,7 @@ static void run_child(const char* name, child_out* out) {
   if (pid == 0) {
     close(fds[0]);
     dup2(fds[1], STDERR_FILENO);
+    if (env != NULL) putenv((char*)env);
     execl(g_argv0, g_argv0, "--child", name, (char*)NULL);
     _exit(127);
   }
@@ -334,10 +414,274 @@ static void report_then_prior(void** state) {
   free(o);
 }
 
+/* A prior handler without SA_SIGINFO, whose sa_mask holds SIGUSR1: chained
+ * to as the kernel would call it, with that mask applied. */
+static void plain_prior(int sig) {
+  sigset_t now;
+  pthread_sigmask(SIG_SETMASK, NULL, &now);
+  static const char msg[] = "plain prior ran\n";
+  (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+  _exit(sig == SIGSEGV && sigismember(&now, SIGUSR1) == 1 ? 43 : 44);
+}
+
+static unsigned char* guard_page(void) {
+  unsigned char* g =
+      mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (g == MAP_FAILED) _exit(4);
+  return g;
+}
+
+static void body_plain_prior(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = plain_prior;
+  sigemptyset(&sa.sa_mask);
+  sigaddset(&sa.sa_mask, SIGUSR1);
+  sigaction(SIGSEGV, &sa, NULL);
+  sim_device* dev = NULL;
+  if (sim_device_create_ex(0, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
+    _exit(3);
+  unsigned char* guard = guard_page();
+  VALGRIND_DISABLE_ERROR_REPORTING;
+  g_sink = guard[1];
+  _exit(0);
+}
+
+static void plain_prior_chained(void** state) {
+  (void)state;
+  child_out* o = calloc(1, sizeof(*o));
+  run_child("plain_prior", o);
+  assert_true(WIFEXITED(o->status));
+  assert_int_equal(WEXITSTATUS(o->status), 43); /* 44: sa_mask not applied */
+  assert_has(o, "plain prior ran");
+  free(o);
+}
+
+/* SA_RESETHAND: the prior handler runs once, the disposition is then the
+ * default, and the access that faults again kills the process. */
+static int g_resethand_calls;
+static void resethand_prior(int sig, siginfo_t* si, void* uc) {
+  (void)sig, (void)si, (void)uc;
+  if (++g_resethand_calls > 1) _exit(45); /* SA_RESETHAND ignored */
+  static const char msg[] = "resethand prior ran\n";
+  (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+}
+
+static void body_resethand_prior(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = resethand_prior;
+  sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+  sigaction(SIGSEGV, &sa, NULL);
+  sim_device* dev = NULL;
+  if (sim_device_create_ex(0, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
+    _exit(3);
+  unsigned char* guard = guard_page();
+  VALGRIND_DISABLE_ERROR_REPORTING;
+  g_sink = guard[1];
+  _exit(0);
+}
+
+static void resethand_prior_once(void** state) {
+  (void)state;
+  child_out* o = calloc(1, sizeof(*o));
+  run_child("resethand_prior", o);
+  assert_true(WIFSIGNALED(o->status));
+  assert_int_equal(WTERMSIG(o->status), SIGSEGV);
+  assert_has(o, "resethand prior ran");
+  assert_null(strstr(strstr(o->text, "resethand prior ran") + 1,
+                     "resethand prior ran"));
+  free(o);
+}
+
+/* SIGSEGV ignored before simdev: a kill() of it stays ignored and simdev's
+ * handler stays installed, so a host access later is still reported (and
+ * kills: the kernel overrides SIG_IGN for a real fault). */
+static void body_ignored_kill(void) {
+  signal(SIGSEGV, SIG_IGN);
+  sim_device* dev = NULL;
+  if (sim_device_create_ex(0, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
+    _exit(3);
+  unsigned char* p = sim_mem_alloc(dev, 64);
+  kill(getpid(), SIGSEGV);
+  static const char msg[] = "survived kill -SEGV\n";
+  (void)!write(STDERR_FILENO, msg, sizeof(msg) - 1);
+  VALGRIND_DISABLE_ERROR_REPORTING;
+  g_sink = p[0];
+  _exit(0);
+}
+
+static void ignored_kill_then_report(void** state) {
+  (void)state;
+  child_out* o = calloc(1, sizeof(*o));
+  run_child("ignored_kill", o);
+  assert_has(o, "survived kill -SEGV\n\nsimdev: host access to device memory");
+  assert_true(WIFSIGNALED(o->status));
+  assert_int_equal(WTERMSIG(o->status), SIGSEGV);
+  free(o);
+}
+
+/* The SIGBUS path of the handler. The kernel raises SIGSEGV for a PROT_NONE
+ * page, so the SIGBUS is sent by the thread to itself with the fields a
+ * fault would carry (rt_tgsigqueueinfo accepts si_code > 0 for the
+ * caller's own thread); no access runs again afterwards, so the child
+ * lives on and shows the disposition the handler left: the default. */
+static void body_sigbus(void) {
+  sim_device* dev = NULL;
+  if (sim_device_create_ex(4, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
+    _exit(3);
+  unsigned char* p = sim_mem_alloc(dev, 256);
+  siginfo_t si;
+  memset(&si, 0, sizeof(si));
+  si.si_signo = SIGBUS;
+  si.si_code = BUS_ADRERR;
+  si.si_addr = p + 8;
+  if (syscall(SYS_rt_tgsigqueueinfo, getpid(), (pid_t)syscall(SYS_gettid),
+              SIGBUS, &si) != 0)
+    _exit(5);
+  struct sigaction now;
+  sigaction(SIGBUS, NULL, &now);
+  fprintf(stderr, "after: %s\n",
+          now.sa_handler == SIG_DFL ? "SIG_DFL" : "not default");
+  _exit(0);
+}
+
+static void report_sigbus(void** state) {
+  (void)state;
+  child_out* o = calloc(1, sizeof(*o));
+  run_child("sigbus", o);
+  assert_true(WIFEXITED(o->status));
+  assert_int_equal(WEXITSTATUS(o->status), 0);
+  assert_has(o, "(SIGBUS)\n  device: simdev-4 is discrete");
+  assert_has(o, "256 bytes, offset 8, allocated ");
+  assert_has(o, "after: SIG_DFL");
+  free(o);
+}
+
+/* Two threads read device memory after one barrier. However they meet the
+ * handler (together, or one after the other's report restored the
+ * default), the process writes exactly one report and dies of SIGSEGV:
+ * the assertion holds in every interleaving, none is relied on. */
+static pthread_barrier_t g_both;
+static unsigned char* g_target;
+static void* fault_thread(void* arg) {
+  (void)arg;
+  pthread_barrier_wait(&g_both);
+  g_sink = g_target[(uintptr_t)arg];
+  return NULL;
+}
+
+static void body_two_threads(void) {
+  sim_device* dev = NULL;
+  if (sim_device_create_ex(0, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
+    _exit(3);
+  g_target = sim_mem_alloc(dev, 4096);
+  pthread_barrier_init(&g_both, NULL, 2);
+  pthread_t t[2];
+  for (uintptr_t i = 0; i < 2; i++)
+    pthread_create(&t[i], NULL, fault_thread, (void*)(i * 64));
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  _exit(0);
+}
+
+static void two_threads_one_report(void** state) {
+  (void)state;
+  child_out* o = calloc(1, sizeof(*o));
+  run_child("two_threads", o);
+  assert_true(WIFSIGNALED(o->status));
+  assert_int_equal(WTERMSIG(o->status), SIGSEGV);
+  const char* first = strstr(o->text, "simdev: host access to device memory");
+  assert_non_null(first);
+  if (strstr(first + 1, "simdev: host access to device memory") != NULL)
+    fail_msg("two reports:\n%s", o->text);
+  free(o);
+}
+
+/* A slot of the region table reused by another device: the report names
+ * the device alive now, not the one before it in the slot. */
+static void body_reused_slot(void) {
+  sim_device* old = NULL;
+  sim_device* dev = NULL;
+  if (sim_device_create_ex(5, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &old) != 0)
+    _exit(3);
+  sim_device_destroy(old);
+  if (sim_device_create_ex(7, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
+    _exit(3);
+  unsigned char* p = sim_mem_alloc(dev, 64);
+  g_sink = p[1];
+  _exit(0);
+}
+
+static void report_after_slot_reuse(void** state) {
+  (void)state;
+  child_out* o = calloc(1, sizeof(*o));
+  run_child("reused_slot", o);
+  assert_died(o);
+  assert_has(o, "device: simdev-7 is discrete");
+  if (strstr(o->text, "simdev-5") != NULL) fail_msg("stale name:\n%s", o->text);
+  free(o);
+}
+
+/* ulimit -f below the region: ftruncate of the memfd would raise SIGXFSZ
+ * (death with a core); the device is refused with a message instead. */
+static void body_fsize_limit(void) {
+  struct rlimit lim = {1 << 20, 1 << 20};
+  if (setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(5);
+  sim_device* dev = NULL;
+  int err = sim_device_create_ex(0, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev);
+  fprintf(stderr, "err %d: %s\n", err, sim_device_create_error());
+  if (dev != NULL) _exit(6);
+  /* A plain device is no file: unaffected. */
+  if (sim_device_create_ex(0, TU_MEMORY_MB, 0, &dev) != SIM_OK) _exit(7);
+  fprintf(stderr, "plain: \"%s\"\n", sim_device_create_error());
+  _exit(0);
+}
+
+static void refused_under_fsize_limit(void** state) {
+  (void)state;
+  child_out* o = calloc(1, sizeof(*o));
+  run_child("fsize_limit", o);
+  if (!WIFEXITED(o->status) || WEXITSTATUS(o->status) != 0)
+    fail_msg("child status %d:\n%s", o->status, o->text);
+  assert_has(o,
+             "err -2: SIMDEV_DISCRETE=1: the device's 64 MiB are a memfd,"
+             " and the file size limit (ulimit -f) is 1024 KiB");
+  assert_has(o, "plain: \"\"");
+  free(o);
+}
+
+/* jemalloc's junk fill, turned on at run time, would write into view A. */
+static void body_junk(void) {
+  sim_device* dev = NULL;
+  int err = sim_device_create_ex(0, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev);
+  fprintf(stderr, "err %d: %s\n", err, sim_device_create_error());
+  _exit(dev == NULL ? 0 : 6);
+}
+
+static void refused_with_jemalloc_junk(void** state) {
+  (void)state;
+  child_out* o = calloc(1, sizeof(*o));
+  run_child_env("junk", "SDJE_MALLOC_CONF=junk:true", o);
+  if (!WIFEXITED(o->status) || WEXITSTATUS(o->status) != 0)
+    fail_msg("child status %d:\n%s", o->status, o->text);
+  assert_has(o,
+             "err -1: SIMDEV_DISCRETE=1 cannot be used with jemalloc's "
+             "junk or zero fill");
+  free(o);
+}
+
 static const struct {
   const char* name;
   void (*body)(void);
 } kBodies[] = {
+    {"plain_prior", body_plain_prior},
+    {"resethand_prior", body_resethand_prior},
+    {"ignored_kill", body_ignored_kill},
+    {"sigbus", body_sigbus},
+    {"two_threads", body_two_threads},
+    {"reused_slot", body_reused_slot},
+    {"fsize_limit", body_fsize_limit},
+    {"junk", body_junk},
     {"live_read", body_live_read},
     {"freed_read", body_freed_read},
     {"never_allocated", body_never_allocated},
@@ -365,6 +709,16 @@ int main(int argc, char** argv) {
       cmocka_unit_test(report_never_allocated),
       cmocka_unit_test(foreign_fault_chained),
       cmocka_unit_test(report_then_prior),
+      cmocka_unit_test(plain_prior_chained),
+      cmocka_unit_test(resethand_prior_once),
+      cmocka_unit_test(ignored_kill_then_report),
+      cmocka_unit_test(report_sigbus),
+      cmocka_unit_test(two_threads_one_report),
+      cmocka_unit_test(report_after_slot_reuse),
+      cmocka_unit_test(refused_under_fsize_limit),
+      cmocka_unit_test(refused_with_jemalloc_junk),
+      cmocka_unit_test(region_limit_and_reuse),
+      cmocka_unit_test(fork_child_has_no_device_memory),
   };
   return cmocka_run_group_tests_name("discrete", tests, NULL, NULL);
 }
