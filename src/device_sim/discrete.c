@@ -8,20 +8,28 @@
  * is what sim_mem_alloc hands out; view B, read/write, at A + delta, is where
  * simdev's own code (workers, copies, DLPack) reads and writes. Any access to
  * A faults; the handler finds the region and the allocation, writes a report
- * to stderr without stdio or malloc (write(2), a trylock, and glibc's
- * backtrace, whose first call is made at install), restores the previous
- * disposition and returns: the access runs again and the previous handler
- * (e.g. Python's faulthandler) or the default action (death by SIGSEGV)
- * takes over. Under gdb the debugger stops at the access before any of
- * this runs.
+ * to stderr without stdio or malloc, restores the previous disposition and
+ * returns: the access runs again and the previous handler (e.g. Python's
+ * faulthandler) or the default action (death by SIGSEGV) takes over. Under
+ * gdb the debugger stops at the access before any of this runs.
+ * The handler calls (all of them): write(2); pthread_mutex_trylock/unlock
+ * on g_rec_mu, with sched_yield between tries; nanosleep while another
+ * thread's report is under way; syscall(SYS_gettid); prctl(PR_GET_NAME);
+ * clock_gettime through sim_now_ns (whose SIM_CHECK aborts if it fails);
+ * glibc's backtrace (its first call, which loads libgcc's unwinder, is made
+ * at install) and backtrace_symbols_fd; sigaction; and for a signal that is
+ * not ours, pthread_sigmask and raise or the previous handler (chain()).
+ * Nothing checks which thread reaches view B through sim_mem_alias: simdev's
+ * kernels take aliases on TF's thread for their workers (sim.h).
  *
  * Locks and atomics:
  *   - regions[]: written under g_mu (add/remove, rare); read without a lock
- *     by sim_mem_alias and the handler. A slot is published by storing its
- *     size last (release) and retired by storing size 0 first, so a reader
- *     that sees a non-zero size (acquire) sees its base and delta.
- *     g_top (slots ever used) is the fast path: 0 = no discrete device ever,
- *     sim_mem_alias returns p after one relaxed load.
+ *     by sim_mem_alias and the handler, through a per-slot seqlock (`seq`,
+ *     below): a slot is reused after a destroy, and a reader must not mix
+ *     two devices' fields. g_top (slots ever used) is the fast path: 0 = no
+ *     discrete device ever, sim_mem_alias returns p after one relaxed load.
+ *   - fork: pthread_atfork takes g_mu then g_rec_mu around fork(); the
+ *     child empties the table (it has neither view: MADV_DONTFORK).
  *   - the allocation records (live hash table and freed ring): under g_rec_mu,
  *     taken by sim_mem_alloc/free of discrete devices only; the handler only
  *     ever trylocks it (it may interrupt a thread that holds it).
