@@ -13,6 +13,12 @@ discrete mode is slower). Groups that train with variables on SIMDEV
 (train, graph, models, profile) cannot run in discrete mode (TF 2.21's
 DEVICE_DEFAULT AssignAddVariableOp writes device memory with host code:
 docs/debugging.md, "Discrete memory"), so they are not offered.
+
+Each child reports, at exit, how many mappings of /memfd:simdev-N its
+/proc/self/maps holds (two per discrete device: the PROT_NONE view and the
+alias); the comparison stops unless the "on" children had them and the
+"off" children none, so a setting that did not take effect cannot pass for
+a measurement.
 """
 import argparse
 import json
@@ -33,9 +39,29 @@ import run as bench_run  # noqa: E402
 GROUPS = ("matmul", "conv", "overhead", "dlpack")
 
 
+# Runs the group's script as __main__ and, at exit, writes the number of
+# discrete views (/memfd:simdev-N mappings) in /proc/self/maps to argv[1].
+WRAPPER = """
+import atexit, runpy, sys
+maps_out, script = sys.argv[1], sys.argv[2]
+def count():
+    with open("/proc/self/maps") as f:
+        n = sum("/memfd:simdev-" in line for line in f)
+    with open(maps_out, "w") as f:
+        f.write(str(n))
+atexit.register(count)
+sys.argv = sys.argv[2:]
+runpy.run_path(script, run_name="__main__")
+"""
+
+
 def one(group, discrete, quick, build, tmp, tag):
     out = os.path.join(tmp, f"{group}-{tag}.json")
+    maps_out = os.path.join(tmp, f"{group}-{tag}.maps")
     cmd = bench_run.command(group, quick, out, build)
+    if cmd[0] != sys.executable:
+        sys.exit(f"ab_discrete: {group} is not a Python group")
+    cmd = [sys.executable, "-c", WRAPPER, maps_out] + cmd[1:]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
                SIMDEV_DISCRETE="1" if discrete else "0")
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -43,6 +69,12 @@ def one(group, discrete, quick, build, tmp, tag):
     if p.returncode != 0:
         sys.exit(f"ab_discrete: {group} (SIMDEV_DISCRETE={int(discrete)}) "
                  f"failed ({p.returncode}):\n{p.stderr[-3000:]}")
+    with open(maps_out) as f:
+        views = int(f.read())
+    if (views > 0) != discrete:
+        sys.exit(f"ab_discrete: {group} (SIMDEV_DISCRETE={int(discrete)}) "
+                 f"ran with {views} discrete views mapped: the setting did "
+                 f"not take effect as asked")
     with open(out) as f:
         data = json.load(f)
     return {c["name"]: c["samples"]["simdev"] for c in data["cases"]

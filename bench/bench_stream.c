@@ -636,6 +636,16 @@ int main(int argc, char** argv) {
       return 0;
     }
   }
+  /* The reference side memcpy()s device buffers with host code, which
+   * discrete mode forbids (it would die in the first copy case). */
+  const char* discrete = getenv("SIMDEV_DISCRETE");
+  if (discrete != NULL && strcmp(discrete, "1") == 0) {
+    fprintf(stderr,
+            "bench_stream: cannot run with SIMDEV_DISCRETE=1: it reads and "
+            "writes device buffers with host memcpy (discrete device memory "
+            "is not host-accessible)\n");
+    return 2;
+  }
   options o;
   if (parse_args(argc, argv, &o) != 0) {
     usage(stderr, argv[0]);
