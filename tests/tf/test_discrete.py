@@ -1,6 +1,6 @@
 """SIMDEV_DISCRETE=1: device memory that host code cannot touch.
 
-Two TF children:
+Three TF children:
 
 - kernels (SIMDEV_BFC=0: every tensor is one allocation, so the report
   names the op that allocated it): the device region is mapped twice (/proc/self/maps); kernels,
@@ -13,10 +13,12 @@ Two TF children:
 - cnn (SIMDEV_BFC=1, for get_memory_info): the demo's CNN trains with its variables and Adam on the CPU and the
   forward and backward passes on SIMDEV; with everything on SIMDEV (as
   examples/demo.py does) it dies in TF 2.21's DEVICE_DEFAULT
-  AssignAddVariableOp (AssignUpdateVariableOp<ThreadPoolDevice, float, ADD>),
-  which updates Adam's slots with host code: the finding recorded in
+  AssignAdd/AssignSubVariableOp (AssignUpdateVariableOp<ThreadPoolDevice,
+  T, ADD|SUB>), which updates Adam's slots and counter with host code: the finding recorded in
   docs/debugging.md, "Discrete memory". If a TF version stops doing that,
   this test fails and the note must change.
+- ulimit -f below SIMDEV_MEMORY_MB: the device is refused with a message
+  naming SIMDEV_DISCRETE and `ulimit -f`, and the process carries on.
 """
 import re
 import signal
@@ -251,3 +253,28 @@ def test_cnn_all_on_simdev_stops_in_tf_assign_add(cnn):
                      r"allocated \d+ ms ago (by op \w+|outside any simdev "
                      r"kernel)", rep), rep
     assert 'thread: "tf_Compute"' in rep
+
+
+def test_ulimit_f_below_device_memory_is_a_clear_error(run_tf):
+    # The discrete region is a memfd, which RLIMIT_FSIZE covers: the device
+    # is refused with a message naming the setting and `ulimit -f` (TF
+    # raises it at the first use of the device), and the process lives on.
+    r = run_tf(r'''
+import resource
+import tensorflow as tf
+
+_, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, hard))
+
+@check("create")
+def _():
+    with tf.device("/device:SIMDEV:0"):
+        return {"v": float(tf.constant(1.0).numpy())}
+''', env={"SIMDEV_DISCRETE": "1", "SIMDEV_MEMORY_MB": "64"})
+    err, msg = r.error("create")
+    assert err is not None, r.describe()
+    assert ("cannot create device 0 with 64 MiB: SIMDEV_DISCRETE=1: the "
+            "device's 64 MiB are a memfd, and the file size limit (ulimit -f) "
+            "is 1024 KiB: raise `ulimit -f` or lower SIMDEV_MEMORY_MB") in msg, \
+        r.describe()
+    r.assert_clean_exit()
