@@ -148,10 +148,16 @@ static void fork_child_has_no_device_memory(void** state) {
   assert_non_null(p);
   unsigned char* pa = sim_mem_alias(p);
   memset(pa, 0x3c, 4096);
+  /* The child's verdict comes through a pipe: under valgrind, which
+   * follows fork, its exit status is valgrind's (--error-exitcode counts
+   * what helgrind says of jemalloc's own fork handlers). */
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
   fflush(NULL);
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
+    close(fds[0]);
     int code = sim_mem_alias(p) == p ? 0 : 10; /* forgotten */
     FILE* f = fopen("/proc/self/maps", "r");
     char line[512];
@@ -164,12 +170,22 @@ static void fork_child_has_no_device_memory(void** state) {
     /* The records lock is usable (not inherited locked). */
     unsigned char* q = sim_mem_alloc(dev, 64);
     if (q == NULL) code |= 40;
-    _exit(code);
+    /* Cleaned up, so memcheck's leak check of the child (it follows
+     * fork) finds nothing; nothing here touches the unmapped views. */
+    sim_mem_free(dev, q);
+    sim_mem_free(dev, p);
+    sim_device_destroy(dev);
+    (void)!write(fds[1], &code, sizeof(code));
+    _exit(0);
   }
+  close(fds[1]);
+  int code = -1;
+  ssize_t got = read(fds[0], &code, sizeof(code));
+  close(fds[0]);
   int status = 0;
   assert_int_equal(waitpid(pid, &status, 0), pid);
-  assert_true(WIFEXITED(status));
-  assert_int_equal(WEXITSTATUS(status), 0);
+  assert_int_equal(got, (ssize_t)sizeof(code));
+  assert_int_equal(code, 0);
   assert_ptr_equal(sim_mem_alias(p), pa);
   assert_int_equal(pa[4095], 0x3c);
   sim_mem_free(dev, p);
@@ -527,6 +543,8 @@ static void ignored_kill_then_report(void** state) {
  * caller's own thread); no access runs again afterwards, so the child
  * lives on and shows the disposition the handler left: the default. */
 static void body_sigbus(void) {
+  struct sigaction before, now;
+  sigaction(SIGBUS, NULL, &before); /* SIG_DFL, or ASan's handler */
   sim_device* dev = NULL;
   if (sim_device_create_ex(4, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
     _exit(3);
@@ -539,10 +557,10 @@ static void body_sigbus(void) {
   if (syscall(SYS_rt_tgsigqueueinfo, getpid(), (pid_t)syscall(SYS_gettid),
               SIGBUS, &si) != 0)
     _exit(5);
-  struct sigaction now;
   sigaction(SIGBUS, NULL, &now);
   fprintf(stderr, "after: %s\n",
-          now.sa_handler == SIG_DFL ? "SIG_DFL" : "not default");
+          now.sa_handler == before.sa_handler ? "the previous disposition"
+                                              : "still simdev's");
   _exit(0);
 }
 
@@ -554,7 +572,7 @@ static void report_sigbus(void** state) {
   assert_int_equal(WEXITSTATUS(o->status), 0);
   assert_has(o, "(SIGBUS)\n  device: simdev-4 is discrete");
   assert_has(o, "256 bytes, offset 8, allocated ");
-  assert_has(o, "after: SIG_DFL");
+  assert_has(o, "after: the previous disposition");
   free(o);
 }
 
@@ -586,6 +604,16 @@ static void body_two_threads(void) {
 
 static void two_threads_one_report(void** state) {
   (void)state;
+  /* ASan's SEGV handler is the previous one there: it returns control to
+   * no one but reports and exits itself, and simdev releases the claim
+   * before handing over to it, so a second report may come. */
+#if defined(__SANITIZE_ADDRESS__)
+  skip();
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  skip();
+#endif
+#endif
   child_out* o = calloc(1, sizeof(*o));
   run_child("two_threads", o);
   assert_true(WIFSIGNALED(o->status));
