@@ -213,11 +213,11 @@ static int je_fills(void) {
  * the parent (a shared mapping) under its own copy of jemalloc's state, and
  * the two would hand out the same bytes; without the views, a child's
  * access faults instead. Failures explain themselves through
- * sim_device_set_error (the plugin shows it). */
+ * sim_create_error_set (the plugin shows it). */
 static int map_discrete(sim_arena* a, uint64_t bytes) {
   unsigned long long mib = (unsigned long long)(bytes >> 20);
   if (je_fills()) {
-    sim_device_set_error(
+    sim_create_error_set(
         "SIMDEV_DISCRETE=1 cannot be used with jemalloc's junk or zero fill "
         "(SDJE_MALLOC_CONF): jemalloc would write into the device's "
         "inaccessible view");
@@ -228,7 +228,7 @@ static int map_discrete(sim_arena* a, uint64_t bytes) {
   struct rlimit fsize;
   if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY &&
       fsize.rlim_cur < bytes) {
-    sim_device_set_error(
+    sim_create_error_set(
         "SIMDEV_DISCRETE=1: the device's %llu MiB are a memfd, and the file "
         "size limit (ulimit -f) is %llu KiB: raise `ulimit -f` or lower "
         "SIMDEV_MEMORY_MB",
@@ -237,12 +237,12 @@ static int map_discrete(sim_arena* a, uint64_t bytes) {
   }
   int fd = memfd_create(a->name, MFD_CLOEXEC);
   if (fd < 0) {
-    sim_device_set_error("SIMDEV_DISCRETE=1: memfd_create refused: %s",
+    sim_create_error_set("SIMDEV_DISCRETE=1: memfd_create refused: %s",
                          strerror(errno));
     return SIM_ESYS;
   }
   if (ftruncate(fd, (off_t)bytes) != 0) {
-    sim_device_set_error(
+    sim_create_error_set(
         "SIMDEV_DISCRETE=1: cannot size the device's memfd to %llu MiB: %s",
         mib, strerror(errno));
     close(fd);
@@ -257,14 +257,14 @@ static int map_discrete(sim_arena* a, uint64_t bytes) {
   close(fd);
   if (v == MAP_FAILED) {
     if (b != MAP_FAILED) munmap(b, bytes);
-    sim_device_set_error(
+    sim_create_error_set(
         "SIMDEV_DISCRETE=1: cannot map the device's %llu MiB memfd twice: %s",
         mib, strerror(map_errno));
     return SIM_ENOMEM;
   }
   if (madvise(b, bytes, MADV_DONTFORK) != 0 ||
       madvise(v, bytes, MADV_DONTFORK) != 0) {
-    sim_device_set_error("SIMDEV_DISCRETE=1: madvise(MADV_DONTFORK): %s",
+    sim_create_error_set("SIMDEV_DISCRETE=1: madvise(MADV_DONTFORK): %s",
                          strerror(errno));
     munmap(v, bytes);
     munmap(b, bytes);

@@ -6,8 +6,10 @@
  * no other file of device_sim, so any of them may call it without making a
  * circle.
  *
- * No state, no locks: every function is safe from any thread.
+ * No shared state, no locks: every function is safe from any thread (the
+ * create-error message is thread-local).
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -79,4 +81,17 @@ void sim_fp_mode_pop(unsigned saved) {
 #else
   (void)saved;
 #endif
+}
+
+static __thread char t_create_error[256];
+
+void sim_create_error_set(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(t_create_error, sizeof(t_create_error), fmt, ap);
+  va_end(ap);
+}
+
+const char* sim_create_error_text(void) {
+  return t_create_error;
 }

@@ -11,24 +11,12 @@
  * creates or destroys another stream of the same device): they snapshot the
  * list first.
  */
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "sim_internal.h"
 
-/* Why the calling thread's last sim_device_create_ex failed (sim.h). */
-static __thread char t_create_error[256];
-
-void sim_device_set_error(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(t_create_error, sizeof(t_create_error), fmt, ap);
-  va_end(ap);
-}
-
 const char* sim_device_create_error(void) {
-  return t_create_error;
+  return sim_create_error_text();
 }
 
 int sim_device_create(int ordinal, uint64_t memory_mb, sim_device** out) {
@@ -37,7 +25,7 @@ int sim_device_create(int ordinal, uint64_t memory_mb, sim_device** out) {
 
 int sim_device_create_ex(int ordinal, uint64_t memory_mb, unsigned flags,
                          sim_device** out) {
-  t_create_error[0] = '\0';
+  sim_create_error_set("%s", "");
   if (out == NULL || ordinal < 0 || memory_mb == 0 ||
       memory_mb > SIM_MAX_MEMORY_MB || (flags & ~SIM_DEVICE_DISCRETE) != 0)
     return SIM_EINVAL;

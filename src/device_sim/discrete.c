@@ -571,7 +571,7 @@ int sim_discrete_region_add(const char* name, void* a, void* b, uint64_t size) {
   while (i < DISC_MAX_REGIONS && regions[i].used) i++;
   if (i == DISC_MAX_REGIONS) {
     sim_unlock(&g_mu);
-    sim_device_set_error(
+    sim_create_error_set(
         "SIMDEV_DISCRETE=1: at most %d discrete devices can exist at once "
         "in a process",
         DISC_MAX_REGIONS);

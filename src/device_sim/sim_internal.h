@@ -38,6 +38,14 @@ static inline void sim_broadcast(pthread_cond_t* c) {
 }
 
 /* ---- common.c (also sim_strerror, sim_invariant_failed, sim_now_ns) ---- */
+/* The calling thread's sim_device_create_error() message (thread-local):
+ * _set (printf format) is called by device.c (to clear it) and by the layers
+ * below sim_device_create_ex on a failure that has more to say than its
+ * error code; _text returns it. Here, not in device.c, so that arena.c and
+ * discrete.c can set it without a call circle. */
+void sim_create_error_set(const char* fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+const char* sim_create_error_text(void);
 /* Called once per stream, when its sticky status is first set (stream.c's
  * set_sticky, on the thread that ran the failing item, with s->lock held),
  * with the code and the message the stream keeps. It does nothing: it is
@@ -139,11 +147,6 @@ void sim_discrete_note_alloc(const void* p, uint64_t size);
 void sim_discrete_note_free(const void* p);
 
 /* ---- device.c ---------------------------------------------------------- */
-/* Sets the calling thread's sim_device_create_error() message (printf
- * format). Called by the layers below sim_device_create_ex on a failure
- * that has more to say than its error code. */
-void sim_device_set_error(const char* fmt, ...)
-    __attribute__((format(printf, 1, 2)));
 struct sim_device {
   int ordinal;
   int inline_ok; /* sim_device_set_inline: new streams' default */
