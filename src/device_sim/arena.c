@@ -39,12 +39,14 @@
 #define SIM_VG_NOACCESS(p, n) VALGRIND_MAKE_MEM_NOACCESS(p, n)
 #define SIM_VG_MALLOC(p, n) VALGRIND_MALLOCLIKE_BLOCK(p, n, 0, 0)
 #define SIM_VG_FREE(p) VALGRIND_FREELIKE_BLOCK(p, 0)
+#define SIM_VG_SHRINK(p, from, to) VALGRIND_RESIZEINPLACE_BLOCK(p, from, to, 0)
 #endif
 #endif
 #ifndef SIM_VG_MALLOC
 #define SIM_VG_NOACCESS(p, n) ((void)0)
 #define SIM_VG_MALLOC(p, n) ((void)0)
 #define SIM_VG_FREE(p) ((void)0)
+#define SIM_VG_SHRINK(p, from, to) ((void)0)
 #endif
 
 /* jemalloc 5.3's arena_config_t for the "experimental.arenas_create_ext"
@@ -257,6 +259,10 @@ void* sim_mem_alloc(sim_device* dev, uint64_t size) {
   }
   uint64_t usable = p ? sdje_sallocx(p, MALLOCX_TCACHE_NONE) : 0;
   if (p != NULL) SIM_VG_MALLOC(p, usable);
+  /* Only the bytes asked for are addressable to memcheck, as with malloc:
+   * an overrun into jemalloc's size-class slack (4000 bytes asked, 4096
+   * usable) is reported ("0 bytes after a block of size 4,000"). */
+  if (p != NULL && usable > size) SIM_VG_SHRINK(p, usable, size);
   /* The recorder's thread id before the lock: a thread's first one may
    * register its name (a lock and a malloc), which stays out of ours. */
   int32_t tid = sim_trace_on() ? sim_trace_tid() : 0;
