@@ -13,6 +13,7 @@ loaded with tf.load_op_library). The run must report exactly one error, the
 overrun, with the op's kernel in the stack and the block allocated by
 simdev's allocator: the clean part and TensorFlow's own noise report none.
 """
+import json
 import os
 import re
 import subprocess
@@ -190,27 +191,53 @@ def _():
 ''') % {"lib": OVERRUN_LIB, "n": N_OVERRUN}
 
 
+ERROR_START = re.compile(r"(Invalid (read|write|free)|Conditional jump|Use of "
+                         r"uninitialised|Syscall param|Mismatched free|"
+                         r"Source and destination overlap|Argument|"
+                         r"Possible data race|Thread #\d+: lock order)")
+
+
 def error_blocks(log):
     """The error reports of a valgrind log: lists of lines (without the
-    ==pid== prefix), one list per error, split at blank lines."""
-    blocks, cur = [], []
+    ==pid== prefix), one per error, from its header line to the next blank
+    line (valgrind's own warnings, such as "set address range perms", may
+    come right before a header without a blank line)."""
+    blocks, cur = [], None
     for line in log.splitlines():
         m = re.match(r"==\d+== ?(.*)$", line)
         if not m:
             continue
         s = m.group(1)
-        if not s.strip():
-            if cur:
-                blocks.append(cur)
-            cur = []
-        else:
+        if ERROR_START.match(s):
+            cur = [s]
+            blocks.append(cur)
+        elif not s.strip():
+            cur = None
+        elif cur is not None:
             cur.append(s)
-    if cur:
-        blocks.append(cur)
-    return [b for b in blocks
-            if re.match(r"(Invalid|Conditional|Use of|Syscall|Mismatched|"
-                        r"Source and destination|Argument|Possible data race|"
-                        r"Lock|Thread)", b[0])]
+    return blocks
+
+
+def assert_only_the_overrun(text):
+    """The memcheck log holds exactly one error: the overrun, in the op's
+    kernel, of a block simdev allocated for that op's output."""
+    m = re.search(r"ERROR SUMMARY: (\d+) errors from (\d+) contexts", text)
+    assert m and (m.group(1), m.group(2)) == ("1", "1"), text[-6000:]
+    blocks = error_blocks(text)
+    assert len(blocks) == 1, blocks
+    err = "\n".join(blocks[0])
+    assert blocks[0][0] == "Invalid write of size 4", err
+    # The bad store, in the op's kernel, and the block: simdev's allocation
+    # made for that op's output.
+    write, _, block = err.partition("Address 0x")
+    assert re.search(r"at 0x[0-9A-F]+: SimdevTestOverrun_Compute "
+                     r"\(overrun_op\.c:\d+\)", write), err
+    assert re.match(r"[0-9a-f]+ is 0 bytes after a block of size 4,000 "
+                    r"alloc'd", block), err
+    alloc = block.split("\n")
+    assert re.search(r"at 0x[0-9A-F]+: sim_mem_alloc \(arena\.c:\d+\)", alloc[1]), err
+    assert [l for l in alloc if "TF_AllocateOutput" in l], err
+    assert [l for l in alloc if "SimdevTestOverrun_Compute" in l], err
 
 
 def test_memcheck_reports_only_the_overrun_with_the_op(plugin, tmp_path):
@@ -230,7 +257,6 @@ def test_memcheck_reports_only_the_overrun_with_the_op(plugin, tmp_path):
     checks = {}
     for line in p.stdout.splitlines():
         if line.startswith(CHECK_MARK):
-            import json
             rec = json.loads(line[len(CHECK_MARK):])
             checks[rec["name"]] = rec
     # The helper printed its command; the script ran and both parts did
@@ -243,22 +269,6 @@ def test_memcheck_reports_only_the_overrun_with_the_op(plugin, tmp_path):
     assert mm["device"].endswith("device:SIMDEV:0") and mm["equal"], mm
     assert ov == {"device": "/job:localhost/replica:0/task:0/device:SIMDEV:0",
                   "n": N_OVERRUN, "ones": True}, ov
-    # Exactly one error: the overrun. Errors make valgrind exit 99.
-    m = re.search(r"ERROR SUMMARY: (\d+) errors from (\d+) contexts", text)
-    assert m and (m.group(1), m.group(2)) == ("1", "1"), what
+    # Exactly one error: the overrun (errors make valgrind exit 99).
     assert p.returncode == 99, what
-    blocks = error_blocks(text)
-    assert len(blocks) == 1, what
-    err = "\n".join(blocks[0])
-    assert blocks[0][0] == "Invalid write of size 4", err
-    # The bad store, in the op's kernel, and the block: simdev's allocation
-    # made for that op's output.
-    write, _, block = err.partition("Address 0x")
-    assert re.search(r"at 0x[0-9A-F]+: SimdevTestOverrun_Compute "
-                     r"\(overrun_op\.c:\d+\)", write), err
-    assert re.match(r"[0-9a-f]+ is 0 bytes after a block of size 4,000 "
-                    r"alloc'd", block), err
-    alloc = block.split("\n")
-    assert [l for l in alloc if re.search(r": sim_mem_alloc \(arena\.c:\d+\)", l)], err
-    assert [l for l in alloc if "TF_AllocateOutput" in l], err
-    assert [l for l in alloc if "SimdevTestOverrun_Compute" in l], err
+    assert_only_the_overrun(text)
