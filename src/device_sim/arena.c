@@ -291,8 +291,11 @@ void sim_mem_free(sim_device* dev, void* p) {
    * we can detect cheaply, so we do. */
   SIM_CHECK(in_region(a, p, 1)); /* never a mapped host range */
   uint64_t usable = sdje_sallocx(p, MALLOCX_TCACHE_NONE);
-  sdje_dallocx(p, MALLOCX_TCACHE_NONE);
+  /* Memcheck hears of the free BEFORE jemalloc can hand the bytes to
+   * another thread's sim_mem_alloc: told after, it would mark that new
+   * block's bytes inaccessible and report its owner's accesses. */
   SIM_VG_FREE(p);
+  sdje_dallocx(p, MALLOCX_TCACHE_NONE);
   int32_t tid = sim_trace_on() ? sim_trace_tid() : 0; /* as in alloc */
   sim_lock(&a->lock);
   SIM_CHECK(a->stats.bytes_in_use >= usable);
