@@ -261,8 +261,9 @@ void* sim_mem_alloc(sim_device* dev, uint64_t size) {
   if (p != NULL) SIM_VG_MALLOC(p, usable);
   /* Only the bytes asked for are addressable to memcheck, as with malloc:
    * an overrun into jemalloc's size-class slack (4000 bytes asked, 4096
-   * usable) is reported ("0 bytes after a block of size 4,000"). */
-  if (p != NULL && usable > size) SIM_VG_SHRINK(p, usable, size);
+   * usable) is reported ("0 bytes after a block of size 4,000"). Memcheck
+   * refuses a resize to 0 bytes: a size-0 block keeps its usable size. */
+  if (p != NULL && size > 0 && usable > size) SIM_VG_SHRINK(p, usable, size);
   /* The recorder's thread id before the lock: a thread's first one may
    * register its name (a lock and a malloc), which stays out of ours. */
   int32_t tid = sim_trace_on() ? sim_trace_tid() : 0;
