@@ -6,8 +6,8 @@
  * rule (--simdev).
  *
  * faults.callback_error: the harness's own host callbacks fail, chosen by
- *   --faults with SIMDEV_FAULTS's grammar for the one kind a harness can
- *   inject without plugin knowledge: `callback:nth=N` or `callback:every=N`
+ *   --faults with the part of SIMDEV_FAULTS's grammar a harness can apply
+ *   without plugin knowledge: `callback:nth=N` or `callback:every=N`
  *   (comma-separated rules; default callback:nth=1). The option is passed
  *   to the test's process as CONF_FAULTS.
  * faults.plugin_errors: a fixed sequence of allocations, copies there and
@@ -80,40 +80,137 @@
     "kind named, with a message naming the rule.")
 CONF_RULES(conf_generic_faults_rules, GENERIC_FAULTS_RULES)
 
-/* ---- the harness's plan: callback:nth=N / callback:every=N -------------- */
+/* ---- the harness's plan: --faults -------------------------------------- */
+
+/* The part of SIMDEV_FAULTS's grammar (docs/debugging.md, "Fault
+ * injection") a harness can apply without plugin knowledge: errors of its
+ * own host callbacks, i.e. `callback:nth=N` and `callback:every=N`, N
+ * decimal from 1 to 2^63, comma-separated, no spaces, at most kMaxRules.
+ * Kinds, keys and seed= of the rest of the grammar are a plugin's own. */
+enum { kMaxRules = 16 };
 
 typedef struct cb_plan {
-  long nth[8], every[8];
-  int nnth, nevery;
+  int n;
+  struct {
+    int every; /* 0: nth */
+    uint64_t v;
+  } rule[kMaxRules];
 } cb_plan;
 
-/* Parses spec; 0 and a message if it is not callback rules only. */
+/* Decimal digits only: no sign, space, suffix or overflow; <= 2^63. */
+static int parse_count(const char* v, size_t len, uint64_t* out) {
+  if (len == 0 || len > 19) return 0;
+  uint64_t n = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (v[i] < '0' || v[i] > '9') return 0;
+    n = n * 10 + (uint64_t)(v[i] - '0');
+  }
+  if (n > (1ull << 63)) return 0;
+  *out = n;
+  return 1;
+}
+
+static int plan_error(char* msg, size_t len, const char* rule, size_t rlen,
+                      const char* what) {
+  snprintf(msg, len, "invalid --faults rule \"%.*s%s\": %s",
+           (int)(rlen > 64 ? 64 : rlen), rule, rlen > 64 ? "..." : "", what);
+  return 0;
+}
+
+/* One rule (s, len: no comma in it) into p. */
+static int parse_rule(const char* s, size_t len, cb_plan* p, char* msg,
+                      size_t mlen) {
+  static const char* const plugin_kinds[] = {
+      "alloc",  "memcpy_h2d", "memcpy_d2h", "memcpy_d2d",
+      "launch", "stream",     "event"};
+  char what[256];
+  if (len == 0)
+    return plan_error(msg, mlen, s, 0,
+                      "empty rule (two commas, or one at an end)");
+  for (size_t i = 0; i < len; i++)
+    if (s[i] == ' ' || s[i] == '\t' || s[i] == '\n')
+      return plan_error(msg, mlen, s, len, "no spaces allowed");
+  if (len >= 5 && strncmp(s, "seed=", 5) == 0)
+    return plan_error(msg, mlen, s, len,
+                      "seed= seeds p= rules, which the harness does not "
+                      "apply (callback:nth=N or callback:every=N)");
+  const char* colon = memchr(s, ':', len);
+  size_t klen = colon ? (size_t)(colon - s) : len;
+  if (klen != 8 || strncmp(s, "callback", 8) != 0) {
+    for (size_t k = 0; k < sizeof(plugin_kinds) / sizeof(*plugin_kinds); k++) {
+      if (klen == strlen(plugin_kinds[k]) &&
+          strncmp(s, plugin_kinds[k], klen) == 0) {
+        snprintf(what, sizeof(what),
+                 "kind \"%s\" is the plugin's own to inject; the harness "
+                 "applies only callback:nth=N and callback:every=N (its own "
+                 "host callbacks fail). Make a plugin fail through the "
+                 "plugin (simdev: SIMDEV_FAULTS)",
+                 plugin_kinds[k]);
+        return plan_error(msg, mlen, s, len, what);
+      }
+    }
+    snprintf(what, sizeof(what),
+             "unknown kind \"%.*s\" (the harness applies callback:nth=N "
+             "and callback:every=N)",
+             (int)(klen > 24 ? 24 : klen), s);
+    return plan_error(msg, mlen, s, len, what);
+  }
+  if (colon == NULL)
+    return plan_error(msg, mlen, s, len,
+                      "no trigger: give nth=N or every=N (callback:nth=N)");
+  const char* kv = colon + 1;
+  size_t kvlen = len - klen - 1;
+  const char* eq = memchr(kv, '=', kvlen);
+  if (eq == NULL || eq == kv)
+    return plan_error(msg, mlen, s, len, "expected key=value after the kind");
+  size_t keylen = (size_t)(eq - kv);
+  int every = keylen == 5 && strncmp(kv, "every", 5) == 0;
+  int nth = keylen == 3 && strncmp(kv, "nth", 3) == 0;
+  if (!every && !nth) {
+    snprintf(what, sizeof(what),
+             "key \"%.*s\" is not applied by the harness (callback:nth=N "
+             "or callback:every=N)",
+             (int)(keylen > 24 ? 24 : keylen), kv);
+    return plan_error(msg, mlen, s, len, what);
+  }
+  const char* v = eq + 1;
+  size_t vlen = kvlen - keylen - 1;
+  if (memchr(v, ':', vlen) != NULL)
+    return plan_error(msg, mlen, s, len,
+                      "one trigger per rule (nth or every): write two rules");
+  uint64_t n;
+  if (!parse_count(v, vlen, &n)) {
+    snprintf(what, sizeof(what), "%s= needs a decimal count from 1 to 2^63",
+             every ? "every" : "nth");
+    return plan_error(msg, mlen, s, len, what);
+  }
+  if (n == 0) {
+    snprintf(what, sizeof(what), "%s=0: counts start at 1",
+             every ? "every" : "nth");
+    return plan_error(msg, mlen, s, len, what);
+  }
+  if (p->n == kMaxRules) {
+    snprintf(what, sizeof(what), "more than %d rules", kMaxRules);
+    return plan_error(msg, mlen, s, len, what);
+  }
+  p->rule[p->n].every = every;
+  p->rule[p->n].v = n;
+  p->n++;
+  return 1;
+}
+
+/* Parses spec; 0 and a message naming the rule if the harness cannot
+ * apply it. */
 static int parse_plan(const char* spec, cb_plan* p, char* msg, size_t len) {
   memset(p, 0, sizeof(*p));
   const char* s = spec;
-  while (*s) {
+  for (;;) {
     const char* comma = strchr(s, ',');
     size_t n = comma ? (size_t)(comma - s) : strlen(s);
-    char rule[64];
-    snprintf(rule, sizeof(rule), "%.*s", (int)(n < 63 ? n : 63), s);
-    long v = 0;
-    char tail = 0;
-    int nth = sscanf(rule, "callback:nth=%ld%c", &v, &tail) == 1;
-    int every = !nth && sscanf(rule, "callback:every=%ld%c", &v, &tail) == 1;
-    if ((!nth && !every) || v < 1 || p->nnth == 8 || p->nevery == 8) {
-      snprintf(msg, len,
-               "--faults: rule \"%s\": the harness injects only its own host "
-               "callbacks' errors (callback:nth=N or callback:every=N, N >= "
-               "1); a plugin's own faults are set through the plugin "
-               "(simdev: SIMDEV_FAULTS)",
-               rule);
-      return 0;
-    }
-    if (nth) p->nth[p->nnth++] = v;
-    if (every) p->every[p->nevery++] = v;
-    s = comma ? comma + 1 : s + n;
+    if (!parse_rule(s, n, p, msg, len)) return 0;
+    if (comma == NULL) return 1;
+    s = comma + 1;
   }
-  return 1;
 }
 
 int conf_faults_option_ok(const char* spec, char* msg, size_t len) {
@@ -122,11 +219,10 @@ int conf_faults_option_ok(const char* spec, char* msg, size_t len) {
 }
 
 /* Whether the plan fails the i-th callback (from 1). */
-static int plan_fails(const cb_plan* p, long i) {
-  for (int k = 0; k < p->nnth; k++)
-    if (i == p->nth[k]) return 1;
-  for (int k = 0; k < p->nevery; k++)
-    if (i % p->every[k] == 0) return 1;
+static int plan_fails(const cb_plan* p, uint64_t i) {
+  for (int k = 0; k < p->n; k++) {
+    if (p->rule[k].every ? i % p->rule[k].v == 0 : i == p->rule[k].v) return 1;
+  }
   return 0;
 }
 
