@@ -2,8 +2,10 @@
  * generic_faults.c - error paths, valid for any plugin: what TF needs from a
  * plugin once something failed (a host callback's error, or the plugin's
  * own failures: an allocation refused, a copy that did not happen, a record
- * refused). Nothing here knows the plugin, except the one simdev-graded
- * rule (--simdev).
+ * refused). Nothing here knows the plugin: simdev's own part (that
+ * SIMDEV_FAULTS's plan fires, with its messages) is simdev_checks.c's
+ * faults.plugin_errors.simdev, which runs the same sequence
+ * (conf_faults_sequence).
  *
  * faults.callback_error: the harness's own host callbacks fail, chosen by
  *   --faults with the part of SIMDEV_FAULTS's grammar a harness can apply
@@ -13,9 +15,10 @@
  * faults.plugin_errors: a fixed sequence of allocations, copies there and
  *   back on two streams, event records and waits, then teardown. With a
  *   plugin that never fails it only notes that; with a plugin made to fail
- *   (simdev: SIMDEV_FAULTS in the environment) every failure it sees is
- *   held to TF's contracts: reported as a status, never silent; nothing
- *   left pending; memory released.
+ *   (by its own means, e.g. simdev's SIMDEV_FAULTS in the environment)
+ *   every failure it sees is held to TF's contracts: reported as a status
+ *   of the call or of the stream it was on, never silent; nothing left
+ *   pending; memory released.
  * A hang is caught by the runner (each test has its own process and
  * timeout) and reported as that test's failure.
  */
@@ -72,12 +75,9 @@
   X(R_F_REPORTED, "faults.failed_copy_reported", REQUIRED,                     \
     "memcpy_htod / memcpy_dtoh / get_stream_status",                           \
     "A copy whose bytes did not arrive is reported: by its enqueue status, "   \
-    "get_stream_status or block_host_until_done of a stream involved. "        \
-    "Otherwise TF hands the op that needed it garbage, silently.")             \
-  X(R_F_SIMDEV_FIRES, "faults.simdev_plan_fires", SIMDEV, "SIMDEV_FAULTS",     \
-    "With SIMDEV_FAULTS naming alloc, memcpy_h2d, memcpy_d2h or event, the "   \
-    "sequence of faults.plugin_errors meets at least one failure of each "     \
-    "kind named, with a message naming the rule.")
+    "or by get_stream_status or block_host_until_done of the stream it was "   \
+    "on (an error of another stream does not explain it). Otherwise TF "       \
+    "hands the op that needed it garbage, silently.")
 CONF_RULES(conf_generic_faults_rules, GENERIC_FAULTS_RULES)
 
 /* ---- the harness's plan: --faults -------------------------------------- */
@@ -348,6 +348,10 @@ out:
 /* ---- faults.plugin_errors ----------------------------------------------- */
 
 enum { kBufs = 8, kBytes = 4096 };
+/* What the host buffers hold before the copies out: a buffer that still
+ * holds it lost its copy out (stream b), one that holds the device's zeros
+ * lost its copy in (stream a). */
+#define SENTINEL 0xa5
 
 typedef struct plugin_run {
   SP_DeviceMemoryBase d[kBufs];
@@ -355,19 +359,79 @@ typedef struct plugin_run {
   TF_Code htod[kBufs], dtoh[kBufs];
   SP_Event ev[kBufs];
   int recorded[kBufs];
-  int alloc_failed, record_failed, enqueue_failed;
 } plugin_run;
 
-static void test_plugin_errors(conf_env* e) {
+/* Stream a (0) copies in and records events, stream b (1) zeroes the
+ * buffers first and copies out. */
+static const char* const kStreamName[2] = {"a (copies in)", "b (copies out)"};
+
+/* Whether some status of stream k said it failed. */
+static int stream_failed(const conf_faults_seen* s, int k) {
+  return s->sync[k] != TF_OK || s->status[k] != TF_OK;
+}
+
+/* Buffer i came back different at byte diff: which leg lost it, and
+ * whether a status of that leg's stream (or of the copy's enqueue) said
+ * so. A loss that fits neither leg may be explained by either. */
+static void check_loss(const plugin_run* r, const conf_faults_seen* s, int i,
+                       long diff) {
+  int out_lost = conf_find_not(r->dst[i], kBytes, SENTINEL) < 0;
+  int in_lost = !out_lost && conf_find_not(r->dst[i], kBytes, 0) < 0;
+  int in_said = r->htod[i] != TF_OK || stream_failed(s, 0);
+  int out_said = r->dtoh[i] != TF_OK || stream_failed(s, 1);
+  if (in_lost) {
+    EXPECT(R_F_REPORTED, in_said,
+           "buffer %d came back as the device's zeros (its copy in on stream "
+           "%s did not land), and no status of that copy or stream said so "
+           "(memcpy_htod %s, stream a: sync %s, status %s)",
+           i, kStreamName[0], conf_code_name(r->htod[i]),
+           conf_code_name(s->sync[0]), conf_code_name(s->status[0]));
+  } else if (out_lost) {
+    EXPECT(R_F_REPORTED, out_said,
+           "buffer %d was never written by its copy out on stream %s, and "
+           "no status of that copy or stream said so (memcpy_dtoh %s, "
+           "stream b: sync %s, status %s)",
+           i, kStreamName[1], conf_code_name(r->dtoh[i]),
+           conf_code_name(s->sync[1]), conf_code_name(s->status[1]));
+  } else {
+    EXPECT(R_F_REPORTED, in_said || out_said,
+           "buffer %d came back different at byte %ld, and no status said "
+           "so (enqueues OK, both streams OK)",
+           i, diff);
+  }
+}
+
+/* Stickiness, on the stream whose sync or status failed: its status after
+ * a failed sync, then once more. */
+static void check_sticky(conf_env* e, SP_Stream st, const conf_faults_seen* s,
+                         int k) {
+  if (!stream_failed(s, k)) return;
+  if (s->status[k] == TF_OK) {
+    EXPECT(R_F_STICKY, 0,
+           "stream %s: block_host_until_done returned %s, then "
+           "get_stream_status returned OK",
+           kStreamName[k], conf_code_name(s->sync[k]));
+    return;
+  }
+  e->se.get_stream_status(D0, st, conf_st(e));
+  EXPECT(R_F_STICKY, conf_status_code(e->st) != TF_OK,
+         "stream %s: get_stream_status went back to OK after reporting %s: "
+         "%s",
+         kStreamName[k], conf_code_name(s->status[k]), s->msg[k]);
+}
+
+void conf_faults_sequence(conf_env* e, conf_faults_seen* seen) {
+  memset(seen, 0, sizeof(*seen));
   plugin_run* r = calloc(1, sizeof(*r));
   int stats_ok = 0;
   int64_t before = in_use(e, &stats_ok);
-  SP_Stream a = conf_stream_new(e, 0), b = conf_stream_new(e, 0);
+  SP_Stream st[2] = {conf_stream_new(e, 0), conf_stream_new(e, 0)};
+  SP_Stream a = st[0], b = st[1];
   if (r == NULL || a == NULL || b == NULL) goto out;
   for (int i = 0; i < kBufs; i++) {
     r->d[i] = conf_alloc(e, 0, kBytes);
     if (r->d[i].opaque == NULL) {
-      r->alloc_failed++;
+      seen->alloc_failed++;
       EXPECT(R_F_ALLOC_NULL, r->d[i].size == 0,
              "allocate(%d) returned opaque NULL with size %llu", kBytes,
              (unsigned long long)r->d[i].size);
@@ -387,89 +451,60 @@ static void test_plugin_errors(conf_env* e) {
     conf_fill(r->src[i], kBytes, 100 + (unsigned)i);
     e->se.memcpy_htod(D0, a, &r->d[i], r->src[i], kBytes, conf_st(e));
     r->htod[i] = conf_status_code(e->st);
-    r->enqueue_failed += r->htod[i] != TF_OK;
+    seen->enqueue_failed += r->htod[i] != TF_OK;
     e->se.create_event(D0, &r->ev[i], conf_st(e));
     if (conf_status_code(e->st) != TF_OK || r->ev[i] == NULL) continue;
     e->se.record_event(D0, a, r->ev[i], conf_st(e));
     r->recorded[i] = conf_status_code(e->st) == TF_OK;
     if (!r->recorded[i]) {
-      r->record_failed++;
+      if (seen->record_failed++ == 0)
+        snprintf(seen->record_msg, sizeof(seen->record_msg), "%s",
+                 conf_status_msg(e->st));
       conf_note("record_event %d failed: %s: %s", i,
                 conf_code_name(conf_status_code(e->st)),
                 conf_status_msg(e->st));
     }
   }
-  TF_Code ca = conf_sync(e, 0, a);
+  seen->sync[0] = conf_sync(e, 0, a);
   for (int i = 0; i < kBufs; i++) {
     if (r->d[i].opaque == NULL) continue;
+    memset(r->dst[i], SENTINEL, kBytes);
     e->se.memcpy_dtoh(D0, b, r->dst[i], &r->d[i], kBytes, conf_st(e));
     r->dtoh[i] = conf_status_code(e->st);
-    r->enqueue_failed += r->dtoh[i] != TF_OK;
+    seen->enqueue_failed += r->dtoh[i] != TF_OK;
   }
-  TF_Code cb = conf_sync(e, 0, b);
-  char msg_a[256], msg_b[256];
-  e->se.get_stream_status(D0, a, conf_st(e));
-  TF_Code sa = conf_status_code(e->st);
-  snprintf(msg_a, sizeof(msg_a), "%s", conf_status_msg(e->st));
-  e->se.get_stream_status(D0, b, conf_st(e));
-  TF_Code sb = conf_status_code(e->st);
-  snprintf(msg_b, sizeof(msg_b), "%s", conf_status_msg(e->st));
-  int stream_err = ca != TF_OK || cb != TF_OK || sa != TF_OK || sb != TF_OK;
-  int lost = 0;
+  seen->sync[1] = conf_sync(e, 0, b);
+  for (int k = 0; k < 2; k++) {
+    e->se.get_stream_status(D0, st[k], conf_st(e));
+    seen->status[k] = conf_status_code(e->st);
+    snprintf(seen->msg[k], sizeof(seen->msg[k]), "%s", conf_status_msg(e->st));
+  }
   for (int i = 0; i < kBufs; i++) {
     if (r->d[i].opaque == NULL) continue;
     long diff = generic_first_diff(r->src[i], r->dst[i], kBytes);
     if (diff >= 0) {
-      lost++;
-      EXPECT(R_F_REPORTED,
-             r->htod[i] != TF_OK || r->dtoh[i] != TF_OK || stream_err,
-             "buffer %d came back different at byte %ld, and no status said "
-             "so (enqueues OK, both streams OK)",
-             i, diff);
+      seen->lost++;
+      check_loss(r, seen, i, diff);
     }
     if (r->recorded[i]) {
-      SE_EventStatus st = e->se.get_event_status(D0, r->ev[i]);
-      EXPECT(R_F_EVENT_RESOLVES, st != SE_EVENT_PENDING,
+      SE_EventStatus es = e->se.get_event_status(D0, r->ev[i]);
+      EXPECT(R_F_EVENT_RESOLVES, es != SE_EVENT_PENDING,
              "event %d is %s after both streams were synchronized", i,
-             generic_event_status_name(st));
+             generic_event_status_name(es));
     }
   }
-  if (stream_err) {
-    e->se.get_stream_status(D0, sa != TF_OK ? a : b, conf_st(e));
-    EXPECT(R_F_STICKY, conf_status_code(e->st) != TF_OK,
-           "get_stream_status went back to OK after reporting %s",
-           sa != TF_OK ? msg_a : msg_b);
-  }
+  for (int k = 0; k < 2; k++) check_sticky(e, st[k], seen, k);
   conf_note(
       "plugin failures seen: %d allocate, %d record_event, %d copy "
       "enqueue, %d buffers not copied; stream a: %s%s%s, stream b: "
       "%s%s%s",
-      r->alloc_failed, r->record_failed, r->enqueue_failed, lost,
-      conf_code_name(sa), sa != TF_OK ? ": " : "", msg_a, conf_code_name(sb),
-      sb != TF_OK ? ": " : "", msg_b);
-  if (stream_err || r->alloc_failed || r->record_failed) {
+      seen->alloc_failed, seen->record_failed, seen->enqueue_failed, seen->lost,
+      conf_code_name(seen->status[0]), seen->status[0] != TF_OK ? ": " : "",
+      seen->msg[0], conf_code_name(seen->status[1]),
+      seen->status[1] != TF_OK ? ": " : "", seen->msg[1]);
+  if (stream_failed(seen, 0) || stream_failed(seen, 1) || seen->alloc_failed ||
+      seen->record_failed) {
     other_stream_works(e, "the plugin's own errors");
-  }
-  const char* plan = getenv("SIMDEV_FAULTS");
-  /* The plan counts from the process's start: only with a process of its
-   * own (not --no-fork) is this test's sequence the one it sees. */
-  if (e->opt->simdev && !e->opt->no_fork && plan != NULL && plan[0] != '\0') {
-    if (strstr(plan, "alloc:"))
-      EXPECT(R_F_SIMDEV_FIRES, r->alloc_failed > 0,
-             "SIMDEV_FAULTS=%s, and no allocate failed", plan);
-    if (strstr(plan, "event:"))
-      EXPECT(R_F_SIMDEV_FIRES, r->record_failed > 0,
-             "SIMDEV_FAULTS=%s, and no record_event failed", plan);
-    if (strstr(plan, "memcpy_h2d:"))
-      EXPECT(R_F_SIMDEV_FIRES,
-             strstr(msg_a, "injected by SIMDEV_FAULTS (memcpy_h2d") != NULL,
-             "SIMDEV_FAULTS=%s, and stream a (copies in) says \"%s\"", plan,
-             msg_a);
-    if (strstr(plan, "memcpy_d2h:"))
-      EXPECT(R_F_SIMDEV_FIRES,
-             strstr(msg_b, "injected by SIMDEV_FAULTS (memcpy_d2h") != NULL,
-             "SIMDEV_FAULTS=%s, and stream b (copies out) says \"%s\"", plan,
-             msg_b);
   }
 out:
   if (r != NULL) {
@@ -486,6 +521,11 @@ out:
   if (stats_ok && ok2)
     EXPECT_CMP(R_F_FREE, after, ==, before,
                "bytes_in_use after the sequence's memory was freed");
+}
+
+static void test_plugin_errors(conf_env* e) {
+  conf_faults_seen seen;
+  conf_faults_sequence(e, &seen);
 }
 
 /* ------------------------------------------------------------ list */
