@@ -160,6 +160,8 @@ static int parse_rule(const char* s, size_t len, cb_plan* p, char* msg,
                       "no trigger: give nth=N or every=N (callback:nth=N)");
   const char* kv = colon + 1;
   size_t kvlen = len - klen - 1;
+  if (kvlen == 0 || kv[0] == ':')
+    return plan_error(msg, mlen, s, len, "empty key=value (a ':' too many)");
   const char* eq = memchr(kv, '=', kvlen);
   if (eq == NULL || eq == kv)
     return plan_error(msg, mlen, s, len, "expected key=value after the kind");
@@ -175,7 +177,10 @@ static int parse_rule(const char* s, size_t len, cb_plan* p, char* msg,
   }
   const char* v = eq + 1;
   size_t vlen = kvlen - keylen - 1;
-  if (memchr(v, ':', vlen) != NULL)
+  const char* more = memchr(v, ':', vlen);
+  if (more != NULL && (more + 1 == s + len || more[1] == ':'))
+    return plan_error(msg, mlen, s, len, "empty key=value (a ':' too many)");
+  if (more != NULL)
     return plan_error(msg, mlen, s, len,
                       "one trigger per rule (nth or every): write two rules");
   uint64_t n;

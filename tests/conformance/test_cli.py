@@ -104,6 +104,8 @@ def test_bad_command_lines_exit_2(args, words):
      "decimal count"),
     ("callback:every=0", "callback:every=0", "counts start at 1"),
     ("callback:nth=1:every=2", "callback:nth=1:every=2", "one trigger"),
+    ("callback:nth=1:", "callback:nth=1:", "empty key=value"),
+    ("callback::nth=1", "callback::nth=1", "empty key=value"),
     ("callback", "callback", "no trigger"),
     ("callback:p=0.5", "callback:p=0.5", 'key "p" is not applied'),
     ("seed=3", "seed=3", "does not apply"),
