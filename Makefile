@@ -113,7 +113,10 @@ PYTEST_ARGS ?= -q -n 2 --dist loadfile --no-loadscope-reorder
 # The longest files first, so that neither worker is left with one of them
 # at the end (files named one by one: given a directory, pytest collects in
 # name order).
-PYTEST_SLOW  := tests/tf/test_kernel_coverage.py tests/tf/test_wheel.py \
+# test_valgrind.py: one TF script under memcheck, several minutes, mostly
+# one core.
+PYTEST_SLOW  := tests/tf/test_valgrind.py \
+                tests/tf/test_kernel_coverage.py tests/tf/test_wheel.py \
                 tests/tf/test_models.py tests/tf/test_bench_smoke.py
 PYTEST_FILES := $(PYTEST_SLOW) \
                 $(filter-out $(PYTEST_SLOW),$(sort $(wildcard tests/tf/test_*.py))) \

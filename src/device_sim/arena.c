@@ -53,12 +53,14 @@
 #define SIM_VG_NOACCESS(p, n) VALGRIND_MAKE_MEM_NOACCESS(p, n)
 #define SIM_VG_MALLOC(p, n) VALGRIND_MALLOCLIKE_BLOCK(p, n, 0, 0)
 #define SIM_VG_FREE(p) VALGRIND_FREELIKE_BLOCK(p, 0)
+#define SIM_VG_SHRINK(p, from, to) VALGRIND_RESIZEINPLACE_BLOCK(p, from, to, 0)
 #endif
 #endif
 #ifndef SIM_VG_MALLOC
 #define SIM_VG_NOACCESS(p, n) ((void)0)
 #define SIM_VG_MALLOC(p, n) ((void)0)
 #define SIM_VG_FREE(p) ((void)0)
+#define SIM_VG_SHRINK(p, from, to) ((void)0)
 #endif
 
 /* jemalloc 5.3's arena_config_t for the "experimental.arenas_create_ext"
@@ -398,6 +400,11 @@ void* sim_mem_alloc(sim_device* dev, uint64_t size) {
   uint64_t usable = p ? sdje_sallocx(p, MALLOCX_TCACHE_NONE) : 0;
   if (p != NULL) {
     SIM_VG_MALLOC(view(a, p), usable);
+    /* Only the bytes asked for are addressable to memcheck, as with malloc:
+     * an overrun into jemalloc's size-class slack (4000 bytes asked, 4096
+     * usable) is reported ("0 bytes after a block of size 4,000"). Memcheck
+     * refuses a resize to 0 bytes: a size-0 block keeps its usable size. */
+    if (size > 0 && usable > size) SIM_VG_SHRINK(view(a, p), usable, size);
     if (a->discrete) sim_discrete_note_alloc(p, usable);
   }
   /* The recorder's thread id before the lock: a thread's first one may
@@ -429,8 +436,11 @@ void sim_mem_free(sim_device* dev, void* p) {
   SIM_CHECK(in_region(a, p, 1)); /* never a mapped host range */
   uint64_t usable = sdje_sallocx(p, MALLOCX_TCACHE_NONE);
   if (a->discrete) sim_discrete_note_free(p);
-  sdje_dallocx(p, MALLOCX_TCACHE_NONE);
+  /* Memcheck hears of the free BEFORE jemalloc can hand the bytes to
+   * another thread's sim_mem_alloc: told after, it would mark that new
+   * block's bytes inaccessible and report its owner's accesses. */
   SIM_VG_FREE(view(a, p));
+  sdje_dallocx(p, MALLOCX_TCACHE_NONE);
   int32_t tid = sim_trace_on() ? sim_trace_tid() : 0; /* as in alloc */
   sim_lock(&a->lock);
   SIM_CHECK(a->stats.bytes_in_use >= usable);

@@ -199,7 +199,11 @@ static const char* keys_of(int kind) {
 /* Parses one rule [s, s+len) into *r. */
 static int parse_rule(parse_ctx* c, const char* s, size_t len, rule* r) {
   memset(r, 0, sizeof(*r));
-  snprintf(r->text, sizeof(r->text), "%.*s", (int)len, s);
+  if (len < sizeof(r->text))
+    snprintf(r->text, sizeof(r->text), "%.*s", (int)len, s);
+  else /* cut, and say so */
+    snprintf(r->text, sizeof(r->text), "%.*s...",
+             (int)(sizeof(r->text) - 4), s);
   const char* colon = memchr(s, ':', len);
   size_t klen = colon ? (size_t)(colon - s) : len;
   r->kind = kind_of(s, klen);

@@ -16,8 +16,8 @@
  *   generic_work.c        ... copies, memset
  *   generic_callbacks.c   ... host callbacks, timers
  *   generic_order.c       ... synchronize_all, ordering, concurrent streams
- *   generic_faults.c      ... error paths: after a callback's error, and
- *                         the plugin's own failures (--faults)
+ *   generic_faults.c      ... error paths: after a callback's error
+ *                         (--faults), and the plugin's own failures
  *   generic.h             the rules and helpers those files share
  *   kernel_checks.c       what TF_InitKernel registered, read back from TF
  *   simdev_checks.c       checks that know simdev (--simdev)
@@ -311,6 +311,24 @@ extern const conf_rule* const conf_generic_faults_rules[];
 /* --faults SPEC: 1 if the harness can inject it, else 0 and why (its own
  * host callbacks' errors only: generic_faults.c). */
 int conf_faults_option_ok(const char* spec, char* msg, size_t len);
+
+/* What faults.plugin_errors's sequence saw of the plugin's own failures. */
+typedef struct conf_faults_seen {
+  int alloc_failed;     /* allocate calls that returned NULL */
+  int record_failed;    /* record_event calls that returned an error */
+  int enqueue_failed;   /* memcpy_htod / memcpy_dtoh calls that did */
+  int lost;             /* buffers whose bytes did not come back */
+  char record_msg[256]; /* the first failed record_event's message */
+  /* Stream 0 copies in and records events, stream 1 copies out:
+   * block_host_until_done's code, then get_stream_status's and its
+   * message. */
+  TF_Code sync[2], status[2];
+  char msg[2][256];
+} conf_faults_seen;
+/* Runs faults.plugin_errors's sequence on device 0 (generic_faults.c):
+ * every failure the plugin shows is held to TF's contracts (the rules of
+ * generic_faults.c) and counted in *seen. Main thread only. */
+void conf_faults_sequence(conf_env* e, conf_faults_seen* seen);
 extern const conf_rule* const conf_simdev_rules[];
 
 /* Sets the per-test timeout conf_safety_ms derives its waits from. */

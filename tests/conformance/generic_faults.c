@@ -2,20 +2,23 @@
  * generic_faults.c - error paths, valid for any plugin: what TF needs from a
  * plugin once something failed (a host callback's error, or the plugin's
  * own failures: an allocation refused, a copy that did not happen, a record
- * refused). Nothing here knows the plugin, except the one simdev-graded
- * rule (--simdev).
+ * refused). Nothing here knows the plugin: simdev's own part (that
+ * SIMDEV_FAULTS's plan fires, with its messages) is simdev_checks.c's
+ * faults.plugin_errors.simdev, which runs the same sequence
+ * (conf_faults_sequence).
  *
  * faults.callback_error: the harness's own host callbacks fail, chosen by
- *   --faults with SIMDEV_FAULTS's grammar for the one kind a harness can
- *   inject without plugin knowledge: `callback:nth=N` or `callback:every=N`
+ *   --faults with the part of SIMDEV_FAULTS's grammar a harness can apply
+ *   without plugin knowledge: `callback:nth=N` or `callback:every=N`
  *   (comma-separated rules; default callback:nth=1). The option is passed
  *   to the test's process as CONF_FAULTS.
  * faults.plugin_errors: a fixed sequence of allocations, copies there and
  *   back on two streams, event records and waits, then teardown. With a
  *   plugin that never fails it only notes that; with a plugin made to fail
- *   (simdev: SIMDEV_FAULTS in the environment) every failure it sees is
- *   held to TF's contracts: reported as a status, never silent; nothing
- *   left pending; memory released.
+ *   (by its own means, e.g. simdev's SIMDEV_FAULTS in the environment)
+ *   every failure it sees is held to TF's contracts: reported as a status
+ *   of the call or of the stream it was on, never silent; nothing left
+ *   pending; memory released.
  * A hang is caught by the runner (each test has its own process and
  * timeout) and reported as that test's failure.
  */
@@ -72,48 +75,147 @@
   X(R_F_REPORTED, "faults.failed_copy_reported", REQUIRED,                     \
     "memcpy_htod / memcpy_dtoh / get_stream_status",                           \
     "A copy whose bytes did not arrive is reported: by its enqueue status, "   \
-    "get_stream_status or block_host_until_done of a stream involved. "        \
-    "Otherwise TF hands the op that needed it garbage, silently.")             \
-  X(R_F_SIMDEV_FIRES, "faults.simdev_plan_fires", SIMDEV, "SIMDEV_FAULTS",     \
-    "With SIMDEV_FAULTS naming alloc, memcpy_h2d, memcpy_d2h or event, the "   \
-    "sequence of faults.plugin_errors meets at least one failure of each "     \
-    "kind named, with a message naming the rule.")
+    "or by get_stream_status or block_host_until_done of the stream it was "   \
+    "on (an error of another stream does not explain it). Otherwise TF "       \
+    "hands the op that needed it garbage, silently.")
 CONF_RULES(conf_generic_faults_rules, GENERIC_FAULTS_RULES)
 
-/* ---- the harness's plan: callback:nth=N / callback:every=N -------------- */
+/* ---- the harness's plan: --faults -------------------------------------- */
+
+/* The part of SIMDEV_FAULTS's grammar (docs/debugging.md, "Fault
+ * injection") a harness can apply without plugin knowledge: errors of its
+ * own host callbacks, i.e. `callback:nth=N` and `callback:every=N`, N
+ * decimal from 1 to 2^63, comma-separated, no spaces, at most kMaxRules.
+ * Kinds, keys and seed= of the rest of the grammar are a plugin's own. */
+enum { kMaxRules = 16 };
 
 typedef struct cb_plan {
-  long nth[8], every[8];
-  int nnth, nevery;
+  int n;
+  struct {
+    int every; /* 0: nth */
+    uint64_t v;
+  } rule[kMaxRules];
 } cb_plan;
 
-/* Parses spec; 0 and a message if it is not callback rules only. */
+/* Decimal digits only: no sign, space, suffix or overflow; <= 2^63. */
+static int parse_count(const char* v, size_t len, uint64_t* out) {
+  if (len == 0 || len > 19) return 0;
+  uint64_t n = 0;
+  for (size_t i = 0; i < len; i++) {
+    if (v[i] < '0' || v[i] > '9') return 0;
+    n = n * 10 + (uint64_t)(v[i] - '0');
+  }
+  if (n > (1ull << 63)) return 0;
+  *out = n;
+  return 1;
+}
+
+static int plan_error(char* msg, size_t len, const char* rule, size_t rlen,
+                      const char* what) {
+  snprintf(msg, len, "invalid --faults rule \"%.*s%s\": %s",
+           (int)(rlen > 64 ? 64 : rlen), rule, rlen > 64 ? "..." : "", what);
+  return 0;
+}
+
+/* One rule (s, len: no comma in it) into p. */
+static int parse_rule(const char* s, size_t len, cb_plan* p, char* msg,
+                      size_t mlen) {
+  static const char* const plugin_kinds[] = {
+      "alloc",  "memcpy_h2d", "memcpy_d2h", "memcpy_d2d",
+      "launch", "stream",     "event"};
+  char what[256];
+  if (len == 0)
+    return plan_error(msg, mlen, s, 0,
+                      "empty rule (two commas, or one at an end)");
+  for (size_t i = 0; i < len; i++)
+    if (s[i] == ' ' || s[i] == '\t' || s[i] == '\n')
+      return plan_error(msg, mlen, s, len, "no spaces allowed");
+  if (len >= 5 && strncmp(s, "seed=", 5) == 0)
+    return plan_error(msg, mlen, s, len,
+                      "seed= seeds p= rules, which the harness does not "
+                      "apply (callback:nth=N or callback:every=N)");
+  const char* colon = memchr(s, ':', len);
+  size_t klen = colon ? (size_t)(colon - s) : len;
+  if (klen != 8 || strncmp(s, "callback", 8) != 0) {
+    for (size_t k = 0; k < sizeof(plugin_kinds) / sizeof(*plugin_kinds); k++) {
+      if (klen == strlen(plugin_kinds[k]) &&
+          strncmp(s, plugin_kinds[k], klen) == 0) {
+        snprintf(what, sizeof(what),
+                 "kind \"%s\" is the plugin's own to inject; the harness "
+                 "applies only callback:nth=N and callback:every=N (its own "
+                 "host callbacks fail). Make a plugin fail through the "
+                 "plugin (simdev: SIMDEV_FAULTS)",
+                 plugin_kinds[k]);
+        return plan_error(msg, mlen, s, len, what);
+      }
+    }
+    snprintf(what, sizeof(what),
+             "unknown kind \"%.*s\" (the harness applies callback:nth=N "
+             "and callback:every=N)",
+             (int)(klen > 24 ? 24 : klen), s);
+    return plan_error(msg, mlen, s, len, what);
+  }
+  if (colon == NULL)
+    return plan_error(msg, mlen, s, len,
+                      "no trigger: give nth=N or every=N (callback:nth=N)");
+  const char* kv = colon + 1;
+  size_t kvlen = len - klen - 1;
+  if (kvlen == 0 || kv[0] == ':')
+    return plan_error(msg, mlen, s, len, "empty key=value (a ':' too many)");
+  const char* eq = memchr(kv, '=', kvlen);
+  if (eq == NULL || eq == kv)
+    return plan_error(msg, mlen, s, len, "expected key=value after the kind");
+  size_t keylen = (size_t)(eq - kv);
+  int every = keylen == 5 && strncmp(kv, "every", 5) == 0;
+  int nth = keylen == 3 && strncmp(kv, "nth", 3) == 0;
+  if (!every && !nth) {
+    snprintf(what, sizeof(what),
+             "key \"%.*s\" is not applied by the harness (callback:nth=N "
+             "or callback:every=N)",
+             (int)(keylen > 24 ? 24 : keylen), kv);
+    return plan_error(msg, mlen, s, len, what);
+  }
+  const char* v = eq + 1;
+  size_t vlen = kvlen - keylen - 1;
+  const char* more = memchr(v, ':', vlen);
+  if (more != NULL && (more + 1 == s + len || more[1] == ':'))
+    return plan_error(msg, mlen, s, len, "empty key=value (a ':' too many)");
+  if (more != NULL)
+    return plan_error(msg, mlen, s, len,
+                      "one trigger per rule (nth or every): write two rules");
+  uint64_t n;
+  if (!parse_count(v, vlen, &n)) {
+    snprintf(what, sizeof(what), "%s= needs a decimal count from 1 to 2^63",
+             every ? "every" : "nth");
+    return plan_error(msg, mlen, s, len, what);
+  }
+  if (n == 0) {
+    snprintf(what, sizeof(what), "%s=0: counts start at 1",
+             every ? "every" : "nth");
+    return plan_error(msg, mlen, s, len, what);
+  }
+  if (p->n == kMaxRules) {
+    snprintf(what, sizeof(what), "more than %d rules", kMaxRules);
+    return plan_error(msg, mlen, s, len, what);
+  }
+  p->rule[p->n].every = every;
+  p->rule[p->n].v = n;
+  p->n++;
+  return 1;
+}
+
+/* Parses spec; 0 and a message naming the rule if the harness cannot
+ * apply it. */
 static int parse_plan(const char* spec, cb_plan* p, char* msg, size_t len) {
   memset(p, 0, sizeof(*p));
   const char* s = spec;
-  while (*s) {
+  for (;;) {
     const char* comma = strchr(s, ',');
     size_t n = comma ? (size_t)(comma - s) : strlen(s);
-    char rule[64];
-    snprintf(rule, sizeof(rule), "%.*s", (int)(n < 63 ? n : 63), s);
-    long v = 0;
-    char tail = 0;
-    int nth = sscanf(rule, "callback:nth=%ld%c", &v, &tail) == 1;
-    int every = !nth && sscanf(rule, "callback:every=%ld%c", &v, &tail) == 1;
-    if ((!nth && !every) || v < 1 || p->nnth == 8 || p->nevery == 8) {
-      snprintf(msg, len,
-               "--faults: rule \"%s\": the harness injects only its own host "
-               "callbacks' errors (callback:nth=N or callback:every=N, N >= "
-               "1); a plugin's own faults are set through the plugin "
-               "(simdev: SIMDEV_FAULTS)",
-               rule);
-      return 0;
-    }
-    if (nth) p->nth[p->nnth++] = v;
-    if (every) p->every[p->nevery++] = v;
-    s = comma ? comma + 1 : s + n;
+    if (!parse_rule(s, n, p, msg, len)) return 0;
+    if (comma == NULL) return 1;
+    s = comma + 1;
   }
-  return 1;
 }
 
 int conf_faults_option_ok(const char* spec, char* msg, size_t len) {
@@ -122,11 +224,10 @@ int conf_faults_option_ok(const char* spec, char* msg, size_t len) {
 }
 
 /* Whether the plan fails the i-th callback (from 1). */
-static int plan_fails(const cb_plan* p, long i) {
-  for (int k = 0; k < p->nnth; k++)
-    if (i == p->nth[k]) return 1;
-  for (int k = 0; k < p->nevery; k++)
-    if (i % p->every[k] == 0) return 1;
+static int plan_fails(const cb_plan* p, uint64_t i) {
+  for (int k = 0; k < p->n; k++) {
+    if (p->rule[k].every ? i % p->rule[k].v == 0 : i == p->rule[k].v) return 1;
+  }
   return 0;
 }
 
@@ -252,6 +353,10 @@ out:
 /* ---- faults.plugin_errors ----------------------------------------------- */
 
 enum { kBufs = 8, kBytes = 4096 };
+/* What the host buffers hold before the copies out: a buffer that still
+ * holds it lost its copy out (stream b), one that holds the device's zeros
+ * lost its copy in (stream a). */
+#define SENTINEL 0xa5
 
 typedef struct plugin_run {
   SP_DeviceMemoryBase d[kBufs];
@@ -259,19 +364,79 @@ typedef struct plugin_run {
   TF_Code htod[kBufs], dtoh[kBufs];
   SP_Event ev[kBufs];
   int recorded[kBufs];
-  int alloc_failed, record_failed, enqueue_failed;
 } plugin_run;
 
-static void test_plugin_errors(conf_env* e) {
+/* Stream a (0) copies in and records events, stream b (1) zeroes the
+ * buffers first and copies out. */
+static const char* const kStreamName[2] = {"a (copies in)", "b (copies out)"};
+
+/* Whether some status of stream k said it failed. */
+static int stream_failed(const conf_faults_seen* s, int k) {
+  return s->sync[k] != TF_OK || s->status[k] != TF_OK;
+}
+
+/* Buffer i came back different at byte diff: which leg lost it, and
+ * whether a status of that leg's stream (or of the copy's enqueue) said
+ * so. A loss that fits neither leg may be explained by either. */
+static void check_loss(const plugin_run* r, const conf_faults_seen* s, int i,
+                       long diff) {
+  int out_lost = conf_find_not(r->dst[i], kBytes, SENTINEL) < 0;
+  int in_lost = !out_lost && conf_find_not(r->dst[i], kBytes, 0) < 0;
+  int in_said = r->htod[i] != TF_OK || stream_failed(s, 0);
+  int out_said = r->dtoh[i] != TF_OK || stream_failed(s, 1);
+  if (in_lost) {
+    EXPECT(R_F_REPORTED, in_said,
+           "buffer %d came back as the device's zeros (its copy in on stream "
+           "%s did not land), and no status of that copy or stream said so "
+           "(memcpy_htod %s, stream a: sync %s, status %s)",
+           i, kStreamName[0], conf_code_name(r->htod[i]),
+           conf_code_name(s->sync[0]), conf_code_name(s->status[0]));
+  } else if (out_lost) {
+    EXPECT(R_F_REPORTED, out_said,
+           "buffer %d was never written by its copy out on stream %s, and "
+           "no status of that copy or stream said so (memcpy_dtoh %s, "
+           "stream b: sync %s, status %s)",
+           i, kStreamName[1], conf_code_name(r->dtoh[i]),
+           conf_code_name(s->sync[1]), conf_code_name(s->status[1]));
+  } else {
+    EXPECT(R_F_REPORTED, in_said || out_said,
+           "buffer %d came back different at byte %ld, and no status said "
+           "so (enqueues OK, both streams OK)",
+           i, diff);
+  }
+}
+
+/* Stickiness, on the stream whose sync or status failed: its status after
+ * a failed sync, then once more. */
+static void check_sticky(conf_env* e, SP_Stream st, const conf_faults_seen* s,
+                         int k) {
+  if (!stream_failed(s, k)) return;
+  if (s->status[k] == TF_OK) {
+    EXPECT(R_F_STICKY, 0,
+           "stream %s: block_host_until_done returned %s, then "
+           "get_stream_status returned OK",
+           kStreamName[k], conf_code_name(s->sync[k]));
+    return;
+  }
+  e->se.get_stream_status(D0, st, conf_st(e));
+  EXPECT(R_F_STICKY, conf_status_code(e->st) != TF_OK,
+         "stream %s: get_stream_status went back to OK after reporting %s: "
+         "%s",
+         kStreamName[k], conf_code_name(s->status[k]), s->msg[k]);
+}
+
+void conf_faults_sequence(conf_env* e, conf_faults_seen* seen) {
+  memset(seen, 0, sizeof(*seen));
   plugin_run* r = calloc(1, sizeof(*r));
   int stats_ok = 0;
   int64_t before = in_use(e, &stats_ok);
-  SP_Stream a = conf_stream_new(e, 0), b = conf_stream_new(e, 0);
+  SP_Stream st[2] = {conf_stream_new(e, 0), conf_stream_new(e, 0)};
+  SP_Stream a = st[0], b = st[1];
   if (r == NULL || a == NULL || b == NULL) goto out;
   for (int i = 0; i < kBufs; i++) {
     r->d[i] = conf_alloc(e, 0, kBytes);
     if (r->d[i].opaque == NULL) {
-      r->alloc_failed++;
+      seen->alloc_failed++;
       EXPECT(R_F_ALLOC_NULL, r->d[i].size == 0,
              "allocate(%d) returned opaque NULL with size %llu", kBytes,
              (unsigned long long)r->d[i].size);
@@ -291,89 +456,60 @@ static void test_plugin_errors(conf_env* e) {
     conf_fill(r->src[i], kBytes, 100 + (unsigned)i);
     e->se.memcpy_htod(D0, a, &r->d[i], r->src[i], kBytes, conf_st(e));
     r->htod[i] = conf_status_code(e->st);
-    r->enqueue_failed += r->htod[i] != TF_OK;
+    seen->enqueue_failed += r->htod[i] != TF_OK;
     e->se.create_event(D0, &r->ev[i], conf_st(e));
     if (conf_status_code(e->st) != TF_OK || r->ev[i] == NULL) continue;
     e->se.record_event(D0, a, r->ev[i], conf_st(e));
     r->recorded[i] = conf_status_code(e->st) == TF_OK;
     if (!r->recorded[i]) {
-      r->record_failed++;
+      if (seen->record_failed++ == 0)
+        snprintf(seen->record_msg, sizeof(seen->record_msg), "%s",
+                 conf_status_msg(e->st));
       conf_note("record_event %d failed: %s: %s", i,
                 conf_code_name(conf_status_code(e->st)),
                 conf_status_msg(e->st));
     }
   }
-  TF_Code ca = conf_sync(e, 0, a);
+  seen->sync[0] = conf_sync(e, 0, a);
   for (int i = 0; i < kBufs; i++) {
     if (r->d[i].opaque == NULL) continue;
+    memset(r->dst[i], SENTINEL, kBytes);
     e->se.memcpy_dtoh(D0, b, r->dst[i], &r->d[i], kBytes, conf_st(e));
     r->dtoh[i] = conf_status_code(e->st);
-    r->enqueue_failed += r->dtoh[i] != TF_OK;
+    seen->enqueue_failed += r->dtoh[i] != TF_OK;
   }
-  TF_Code cb = conf_sync(e, 0, b);
-  char msg_a[256], msg_b[256];
-  e->se.get_stream_status(D0, a, conf_st(e));
-  TF_Code sa = conf_status_code(e->st);
-  snprintf(msg_a, sizeof(msg_a), "%s", conf_status_msg(e->st));
-  e->se.get_stream_status(D0, b, conf_st(e));
-  TF_Code sb = conf_status_code(e->st);
-  snprintf(msg_b, sizeof(msg_b), "%s", conf_status_msg(e->st));
-  int stream_err = ca != TF_OK || cb != TF_OK || sa != TF_OK || sb != TF_OK;
-  int lost = 0;
+  seen->sync[1] = conf_sync(e, 0, b);
+  for (int k = 0; k < 2; k++) {
+    e->se.get_stream_status(D0, st[k], conf_st(e));
+    seen->status[k] = conf_status_code(e->st);
+    snprintf(seen->msg[k], sizeof(seen->msg[k]), "%s", conf_status_msg(e->st));
+  }
   for (int i = 0; i < kBufs; i++) {
     if (r->d[i].opaque == NULL) continue;
     long diff = generic_first_diff(r->src[i], r->dst[i], kBytes);
     if (diff >= 0) {
-      lost++;
-      EXPECT(R_F_REPORTED,
-             r->htod[i] != TF_OK || r->dtoh[i] != TF_OK || stream_err,
-             "buffer %d came back different at byte %ld, and no status said "
-             "so (enqueues OK, both streams OK)",
-             i, diff);
+      seen->lost++;
+      check_loss(r, seen, i, diff);
     }
     if (r->recorded[i]) {
-      SE_EventStatus st = e->se.get_event_status(D0, r->ev[i]);
-      EXPECT(R_F_EVENT_RESOLVES, st != SE_EVENT_PENDING,
+      SE_EventStatus es = e->se.get_event_status(D0, r->ev[i]);
+      EXPECT(R_F_EVENT_RESOLVES, es != SE_EVENT_PENDING,
              "event %d is %s after both streams were synchronized", i,
-             generic_event_status_name(st));
+             generic_event_status_name(es));
     }
   }
-  if (stream_err) {
-    e->se.get_stream_status(D0, sa != TF_OK ? a : b, conf_st(e));
-    EXPECT(R_F_STICKY, conf_status_code(e->st) != TF_OK,
-           "get_stream_status went back to OK after reporting %s",
-           sa != TF_OK ? msg_a : msg_b);
-  }
+  for (int k = 0; k < 2; k++) check_sticky(e, st[k], seen, k);
   conf_note(
       "plugin failures seen: %d allocate, %d record_event, %d copy "
       "enqueue, %d buffers not copied; stream a: %s%s%s, stream b: "
       "%s%s%s",
-      r->alloc_failed, r->record_failed, r->enqueue_failed, lost,
-      conf_code_name(sa), sa != TF_OK ? ": " : "", msg_a, conf_code_name(sb),
-      sb != TF_OK ? ": " : "", msg_b);
-  if (stream_err || r->alloc_failed || r->record_failed) {
+      seen->alloc_failed, seen->record_failed, seen->enqueue_failed, seen->lost,
+      conf_code_name(seen->status[0]), seen->status[0] != TF_OK ? ": " : "",
+      seen->msg[0], conf_code_name(seen->status[1]),
+      seen->status[1] != TF_OK ? ": " : "", seen->msg[1]);
+  if (stream_failed(seen, 0) || stream_failed(seen, 1) || seen->alloc_failed ||
+      seen->record_failed) {
     other_stream_works(e, "the plugin's own errors");
-  }
-  const char* plan = getenv("SIMDEV_FAULTS");
-  /* The plan counts from the process's start: only with a process of its
-   * own (not --no-fork) is this test's sequence the one it sees. */
-  if (e->opt->simdev && !e->opt->no_fork && plan != NULL && plan[0] != '\0') {
-    if (strstr(plan, "alloc:"))
-      EXPECT(R_F_SIMDEV_FIRES, r->alloc_failed > 0,
-             "SIMDEV_FAULTS=%s, and no allocate failed", plan);
-    if (strstr(plan, "event:"))
-      EXPECT(R_F_SIMDEV_FIRES, r->record_failed > 0,
-             "SIMDEV_FAULTS=%s, and no record_event failed", plan);
-    if (strstr(plan, "memcpy_h2d:"))
-      EXPECT(R_F_SIMDEV_FIRES,
-             strstr(msg_a, "injected by SIMDEV_FAULTS (memcpy_h2d") != NULL,
-             "SIMDEV_FAULTS=%s, and stream a (copies in) says \"%s\"", plan,
-             msg_a);
-    if (strstr(plan, "memcpy_d2h:"))
-      EXPECT(R_F_SIMDEV_FIRES,
-             strstr(msg_b, "injected by SIMDEV_FAULTS (memcpy_d2h") != NULL,
-             "SIMDEV_FAULTS=%s, and stream b (copies out) says \"%s\"", plan,
-             msg_b);
   }
 out:
   if (r != NULL) {
@@ -390,6 +526,11 @@ out:
   if (stats_ok && ok2)
     EXPECT_CMP(R_F_FREE, after, ==, before,
                "bytes_in_use after the sequence's memory was freed");
+}
+
+static void test_plugin_errors(conf_env* e) {
+  conf_faults_seen seen;
+  conf_faults_sequence(e, &seen);
 }
 
 /* ------------------------------------------------------------ list */

@@ -11,7 +11,8 @@
  * exhausted; SIMDEV_DEVICE_COUNT devices (default 1) with copies between
  * them; a bad SIMDEV_* value makes SE_InitPlugin fail with a message naming
  * the variable; a failed host callback's message reaches get_stream_status;
- * destroy_stream drains queued work.
+ * destroy_stream drains queued work; SIMDEV_FAULTS's plan fires in
+ * faults.plugin_errors's sequence (generic_faults.c), naming its rule.
  *
  * Environment-dependent cases run in child processes (child.c).
  */
@@ -32,55 +33,61 @@
 /* Every rule here is simdev's promise (sim.h, README), not TF's: grade
  * simdev, run with --simdev only. */
 #define SIMDEV_RULES(X)                                                       \
-  X(R_NAMES, "simdev.platform", SIMDEV, "SP_Platform / SP_Device",           \
-    "Platform and device type are \"SIMDEV\"; every device has a hardware "  \
+  X(R_NAMES, "simdev.platform", SIMDEV, "SP_Platform / SP_Device",            \
+    "Platform and device type are \"SIMDEV\"; every device has a hardware "   \
     "name, a vendor and a handle; get_numa_node is set (the region is bound " \
-    "to a NUMA node when the machine has one).")                             \
-  X(R_LIMITS, "simdev.memory_limit", SIMDEV,                                 \
-    "get_allocator_stats / device_memory_usage",                             \
+    "to a NUMA node when the machine has one).")                              \
+  X(R_LIMITS, "simdev.memory_limit", SIMDEV,                                  \
+    "get_allocator_stats / device_memory_usage",                              \
     "The device's region of SIMDEV_MEMORY_MB MiB (default 2048) is the "      \
-    "allocator's bytes_limit and device_memory_usage's total; free memory "  \
-    "lies between 0 and the total.")                                         \
-  X(R_ALIGN, "simdev.alignment", SIMDEV, "allocate",                         \
+    "allocator's bytes_limit and device_memory_usage's total; free memory "   \
+    "lies between 0 and the total.")                                          \
+  X(R_ALIGN, "simdev.alignment", SIMDEV, "allocate",                          \
     "Allocations are 64-byte aligned, report the size asked for, and live "   \
-    "allocations never overlap.")                                            \
-  X(R_HOST_ADDR, "simdev.host_addressable", SIMDEV, "allocate",              \
-    "Device memory is host-addressable: TF's DEVICE_DEFAULT kernels read "   \
-    "and write simdev buffers directly. With SIMDEV_DISCRETE=1 it is not: "  \
-    "a host read dies of SIGSEGV (here in a fork()ed child, which has no "   \
-    "device memory, so without simdev's report), and the bytes are "         \
-    "still there for the copies.")                                           \
-  X(R_OVER_LIMIT, "simdev.over_limit", SIMDEV, "allocate",                   \
-    "An allocation above the limit returns NULL (TF turns it into "          \
+    "allocations never overlap.")                                             \
+  X(R_HOST_ADDR, "simdev.host_addressable", SIMDEV, "allocate",               \
+    "Device memory is host-addressable: TF's DEVICE_DEFAULT kernels read "    \
+    "and write simdev buffers directly. With SIMDEV_DISCRETE=1 it is not: "   \
+    "a host read dies of SIGSEGV (here in a fork()ed child, which has no "    \
+    "device memory, so without simdev's report), and the bytes are "          \
+    "still there for the copies.")                                            \
+  X(R_OVER_LIMIT, "simdev.over_limit", SIMDEV, "allocate",                    \
+    "An allocation above the limit returns NULL (TF turns it into "           \
     "ResourceExhausted), changes no statistics, and the device still works.") \
-  X(R_CB_MESSAGE, "simdev.callback_error_message", SIMDEV,                   \
-    "get_stream_status",                                                     \
-    "A failed host callback's message reaches get_stream_status; work "      \
-    "queued after the failure still completes (nobody waiting hangs), and "  \
-    "other streams stay OK.")                                                \
-  X(R_DRAINS, "simdev.destroy_drains", SIMDEV, "destroy_stream",             \
-    "destroy_stream waits for the stream's queued work (sim.h).")            \
-  X(R_EVENT_LIFE, "simdev.event_lifetime", SIMDEV, "destroy_event",          \
-    "An event may be destroyed while records and waits naming it are still " \
-    "queued; the waits still order the work (TF's EventMgr frees events on " \
-    "its own schedule).")                                                    \
-  X(R_MEMSET32, "simdev.memset32_size", SIMDEV, "memset32",                  \
-    "memset32 with a size that is not a multiple of 4 is an error, not a "   \
-    "crash and not a silent partial fill.")                                  \
-  X(R_ENV, "simdev.bad_setting_rejected", SIMDEV, "SE_InitPlugin",           \
-    "A bad SIMDEV_* value makes SE_InitPlugin fail with a message naming "   \
-    "the variable (TF then aborts with that message: it is all a user "      \
-    "sees).")                                                                \
-  X(R_SMALL, "simdev.small_memory", SIMDEV, "allocate",                      \
-    "With SIMDEV_MEMORY_MB=16 the limit is reported, exhaustion is a NULL, " \
-    "most of the region is usable and freed memory coalesces.")              \
-  X(R_TWO, "simdev.two_devices", SIMDEV, "memcpy_dtod / wait_for_event",     \
-    "SIMDEV_DEVICE_COUNT=2 gives two devices with their own memory; copies " \
-    "go both ways between them and an event of one orders the other's "      \
-    "stream.")                                                               \
-  X(R_CASE, "simdev.env_case_finishes", SIMDEV, "(a child process)",         \
-    "Each environment case's process starts, runs its checks and exits "     \
-    "with status 0.")
+  X(R_CB_MESSAGE, "simdev.callback_error_message", SIMDEV,                    \
+    "get_stream_status",                                                      \
+    "A failed host callback's message reaches get_stream_status; work "       \
+    "queued after the failure still completes (nobody waiting hangs), and "   \
+    "other streams stay OK.")                                                 \
+  X(R_DRAINS, "simdev.destroy_drains", SIMDEV, "destroy_stream",              \
+    "destroy_stream waits for the stream's queued work (sim.h).")             \
+  X(R_EVENT_LIFE, "simdev.event_lifetime", SIMDEV, "destroy_event",           \
+    "An event may be destroyed while records and waits naming it are still "  \
+    "queued; the waits still order the work (TF's EventMgr frees events on "  \
+    "its own schedule).")                                                     \
+  X(R_MEMSET32, "simdev.memset32_size", SIMDEV, "memset32",                   \
+    "memset32 with a size that is not a multiple of 4 is an error, not a "    \
+    "crash and not a silent partial fill.")                                   \
+  X(R_ENV, "simdev.bad_setting_rejected", SIMDEV, "SE_InitPlugin",            \
+    "A bad SIMDEV_* value makes SE_InitPlugin fail with a message naming "    \
+    "the variable (TF then aborts with that message: it is all a user "       \
+    "sees).")                                                                 \
+  X(R_SMALL, "simdev.small_memory", SIMDEV, "allocate",                       \
+    "With SIMDEV_MEMORY_MB=16 the limit is reported, exhaustion is a NULL, "  \
+    "most of the region is usable and freed memory coalesces.")               \
+  X(R_TWO, "simdev.two_devices", SIMDEV, "memcpy_dtod / wait_for_event",      \
+    "SIMDEV_DEVICE_COUNT=2 gives two devices with their own memory; copies "  \
+    "go both ways between them and an event of one orders the other's "       \
+    "stream.")                                                                \
+  X(R_CASE, "simdev.env_case_finishes", SIMDEV, "(a child process)",          \
+    "Each environment case's process starts, runs its checks and exits "      \
+    "with status 0.")                                                         \
+  X(R_F_SIMDEV_FIRES, "faults.simdev_plan_fires", SIMDEV, "SIMDEV_FAULTS",    \
+    "With SIMDEV_FAULTS naming alloc, memcpy_h2d, memcpy_d2h or event, the "  \
+    "sequence of faults.plugin_errors (8 allocations, 8 copies each way, 8 "  \
+    "event records) meets at least one failure of each kind named; where "    \
+    "the call has a status (a copy's stream, an event record) its message "   \
+    "names SIMDEV_FAULTS and the rule.")
 CONF_RULES(conf_simdev_rules, SIMDEV_RULES)
 
 #define D0 (&e->dev[0])
@@ -429,6 +436,68 @@ out:
   if (d.opaque != NULL) conf_free(e, 0, &d);
 }
 
+/* ------------------------------------------------------------ faults */
+
+/* Whether plan (SIMDEV_FAULTS) has a rule of `kind` ("alloc" matches
+ * "alloc:nth=3" only) and, if msg is not NULL, whether msg names
+ * SIMDEV_FAULTS and one of those rules as written. */
+static int plan_rule(const char* plan, const char* kind, const char* msg) {
+  if (msg != NULL && !contains(msg, "SIMDEV_FAULTS")) return 0;
+  size_t klen = strlen(kind);
+  for (const char* s = plan; *s != '\0';) {
+    const char* comma = strchr(s, ',');
+    size_t n = comma ? (size_t)(comma - s) : strlen(s);
+    char rule[128];
+    snprintf(rule, sizeof(rule), "%.*s", (int)(n < 127 ? n : 127), s);
+    if (n > klen && strncmp(s, kind, klen) == 0 && s[klen] == ':' &&
+        (msg == NULL || contains(msg, rule)))
+      return 1;
+    s = comma ? comma + 1 : s + n;
+  }
+  return 0;
+}
+
+/* faults.plugin_errors's sequence (generic_faults.c holds its failures to
+ * TF's contracts) under the SIMDEV_FAULTS of the run's environment, and
+ * what simdev promises on top: each kind the plan names fails, saying so
+ * with the rule. ctest conformance.faults.simdev* set the plans. */
+static void test_faults_plan_fires(conf_env* e) {
+  const char* plan = getenv("SIMDEV_FAULTS");
+  if (plan == NULL || plan[0] == '\0') {
+    conf_skip(
+        "SIMDEV_FAULTS is not set: no plan to fire (ctest "
+        "conformance.faults.simdev sets one)");
+    return;
+  }
+  /* The plan counts from the process's start: only in a process of its
+   * own is this test's sequence the one it sees. */
+  if (e->opt->no_fork) {
+    conf_skip("--no-fork: SIMDEV_FAULTS's counts started before this test");
+    return;
+  }
+  conf_faults_seen s;
+  conf_faults_sequence(e, &s);
+  if (plan_rule(plan, "alloc", NULL))
+    EXPECT(R_F_SIMDEV_FIRES, s.alloc_failed > 0,
+           "SIMDEV_FAULTS=%s, and none of 8 allocations failed", plan);
+  if (plan_rule(plan, "event", NULL))
+    EXPECT(R_F_SIMDEV_FIRES,
+           s.record_failed > 0 && plan_rule(plan, "event", s.record_msg),
+           "SIMDEV_FAULTS=%s, and %d record_event failed (first message: "
+           "\"%s\")",
+           plan, s.record_failed, s.record_msg);
+  static const char* const copy_kind[2] = {"memcpy_h2d", "memcpy_d2h"};
+  for (int k = 0; k < 2; k++) {
+    if (!plan_rule(plan, copy_kind[k], NULL)) continue;
+    EXPECT(R_F_SIMDEV_FIRES,
+           s.status[k] != TF_OK && plan_rule(plan, copy_kind[k], s.msg[k]),
+           "SIMDEV_FAULTS=%s, and the stream of the %s copies says %s: "
+           "\"%s\"",
+           plan, k == 0 ? "host-to-device" : "device-to-host",
+           conf_code_name(s.status[k]), s.msg[k]);
+  }
+}
+
 /* ------------------------------------------------------------ children */
 
 static void run_child_cases(conf_env* e) {
@@ -448,6 +517,8 @@ const harness_test conf_simdev_tests[] = {
     {"simdev.event_lifetime", test_event_lifetime, 0},
     {"simdev.memset32_bad_size", test_memset32_bad_size, 0},
     {"simdev.env", run_child_cases, 0},
+    /* Named so that --filter faults.plugin_errors selects it too. */
+    {"faults.plugin_errors.simdev", test_faults_plan_fires, 0},
     {NULL, NULL, 0},
 };
 

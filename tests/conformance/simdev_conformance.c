@@ -91,9 +91,14 @@ static void usage(FILE* f) {
       "  --strict             recommended failures fail the run too\n"
       "  --simdev             also run simdev's own checks\n"
       "  --faults SPEC        the faults.* tests' own host callbacks fail as\n"
-      "                       SPEC says (callback:nth=N, callback:every=N,\n"
-      "                       comma-separated; SIMDEV_FAULTS's grammar);\n"
-      "                       default callback:nth=1\n"
+      "                       SPEC says, in the part of SIMDEV_FAULTS's\n"
+      "                       grammar a harness can inject from TF's side:\n"
+      "                       callback:nth=N and callback:every=N (N\n"
+      "                       decimal, >= 1), comma-separated, at most 16\n"
+      "                       rules; default callback:nth=1. The other\n"
+      "                       kinds (alloc, memcpy_*, launch, stream,\n"
+      "                       event), p= and seed= are the plugin's own:\n"
+      "                       set them through it (simdev: SIMDEV_FAULTS)\n"
       "  --no-fork            run every test in this process (for gdb);\n"
       "                       default: one process per test\n"
       "  --tf-dir DIR         the tensorflow package directory whose\n"
@@ -166,7 +171,7 @@ static int parse(int argc, char** argv, conf_options* o, char* lib_path,
       o->no_fork = 1;
     } else if (strcmp(a, "--faults") == 0) {
       TAKES_VALUE;
-      char why[320];
+      char why[512];
       if (!conf_faults_option_ok(v, why, sizeof(why))) {
         fprintf(stderr, "simdev_conformance: %s\n", why);
         return 2;

@@ -90,6 +90,47 @@ def test_bad_command_lines_exit_2(args, words):
     assert words in p.stderr, explain(p)
 
 
+# --faults takes SIMDEV_FAULTS's grammar, strictly, for the one kind the
+# harness injects itself (its own host callbacks): each bad rule is a usage
+# error quoting the rule and saying what is wrong.
+@pytest.mark.parametrize("spec, rule, words", [
+    ("callback:nth= 5", "callback:nth= 5", "no spaces"),
+    ("callback:nth=5,", "", "empty rule"),
+    ("callback:nth=1,,callback:every=2", "", "empty rule"),
+    ("callback:nth=+5", "callback:nth=+5", "decimal count"),
+    ("callback:nth=5x", "callback:nth=5x", "decimal count"),
+    ("callback:every=0x10", "callback:every=0x10", "decimal count"),
+    ("callback:nth=99999999999999999999", "callback:nth=99999999999999999999",
+     "decimal count"),
+    ("callback:every=0", "callback:every=0", "counts start at 1"),
+    ("callback:nth=1:every=2", "callback:nth=1:every=2", "one trigger"),
+    ("callback:nth=1:", "callback:nth=1:", "empty key=value"),
+    ("callback::nth=1", "callback::nth=1", "empty key=value"),
+    ("callback", "callback", "no trigger"),
+    ("callback:p=0.5", "callback:p=0.5", 'key "p" is not applied'),
+    ("seed=3", "seed=3", "does not apply"),
+    ("alloc:nth=3", "alloc:nth=3", "the plugin's own"),
+    ("memcpy_h2d:every=2", "memcpy_h2d:every=2", "the plugin's own"),
+    ("allok:nth=3", "allok:nth=3", 'unknown kind "allok"'),
+    (",".join(["callback:nth=1"] * 17), "callback:nth=1", "more than 16 rules"),
+])
+def test_bad_faults_option_names_the_rule(spec, rule, words):
+    p = run(["--faults", spec, "--list"])
+    assert p.returncode == 2, explain(p)
+    assert '--faults rule "%s"' % rule in p.stderr, explain(p)
+    assert words in p.stderr, explain(p)
+
+
+def test_faults_option_takes_16_rules_and_help_says_which():
+    p = run(["--faults", ",".join(["callback:every=3"] * 15 + ["callback:nth=05"]),
+             "--list"])
+    assert p.returncode == 0, explain(p)
+    p = run(["--help"])
+    text = " ".join(p.stdout.split())
+    assert "callback:nth=N and callback:every=N" in text, p.stdout
+    assert "at most 16 rules" in text and "SIMDEV_FAULTS" in text, p.stdout
+
+
 def test_missing_plugin_is_a_setup_error_with_a_hint(tmp_path):
     p = run([tmp_path / "nope.so"])
     assert p.returncode == 2, explain(p)

@@ -113,8 +113,11 @@ def test_wheel_holds_the_plugin_and_the_package(wheel):
         meta = z.read(meta_name).decode()
     assert "tensorflow-plugins/libsimdev.so" in names, sorted(names)
     for f in ("simdev/__init__.py", "simdev/dlpack.py", "simdev/jax.py",
-              "simdev/libsimdev_xla.so", "simdev/bin/simdev_graph_opt"):
+              "simdev/libsimdev_xla.so", "simdev/bin/simdev_graph_opt",
+              "simdev/valgrind.py", "simdev/valgrind.supp"):
         assert f in names, sorted(names)
+    # The deliberate-overrun op of tests/tf/test_valgrind.py is test-only.
+    assert not [n for n in names if "overrun" in n], sorted(names)
     assert [n for n in names if re.fullmatch(r"simdev/_dlpack\..*\.so", n)], sorted(names)
     top = {n.split("/")[0] for n in names}
     extra = {t for t in top if not t.endswith(".dist-info")} - {"simdev", "tensorflow-plugins"}
@@ -163,6 +166,18 @@ def test_plugin_exports_only_the_entry_points(venv):
     lib = os.path.join(venv[1], "tensorflow-plugins", "libsimdev.so")
     syms = dynamic_symbols(lib, "--defined-only")
     assert set(syms) - LINKER_SYMBOLS == ENTRY_POINTS, sorted(syms)
+
+
+def test_valgrind_helper_uses_the_wheels_suppressions(venv):
+    """python -m simdev.valgrind from the fresh venv names the suppression
+    file the wheel installed (--dry-run: valgrind is not run)."""
+    py, site_new = venv
+    p = run([py, "-m", "simdev.valgrind", "--dry-run", "script.py"], cwd="/",
+            env=clean_env(PYTHONNOUSERSITE="1"))
+    assert p.returncode == 0, p.stderr
+    supp = os.path.join(site_new, "simdev", "valgrind.supp")
+    assert os.path.isfile(supp)
+    assert f"--suppressions={supp} " in p.stderr, p.stderr
 
 
 def dynamic_section(lib):
@@ -341,7 +356,10 @@ def test_wheel_build_without_tensorflow_is_an_error(tmp_path):
              "-w", "dist", "."], cwd=src, env=clean_env())
     log = p.stdout + p.stderr
     assert p.returncode != 0, f"the build succeeded without TensorFlow:\n{tail(log)}"
-    assert "TensorFlow's C headers not found" in log, tail(log)
-    assert "has no tensorflow package" in log, tail(log)
+    # CMake wraps its messages at a line width, so a long temporary path
+    # can split a phrase across lines: compare with whitespace collapsed.
+    flat = " ".join(log.split())
+    assert "TensorFlow's C headers not found" in flat, tail(log)
+    assert "has no tensorflow package" in flat, tail(log)
     assert not glob.glob(str(src / "dist" / "*.whl")), "a wheel was written"
     assert "jemalloc: building" not in log, tail(log)

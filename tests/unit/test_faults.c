@@ -1,7 +1,8 @@
 /*
  * test_faults.c - SIMDEV_FAULTS (faults.c and its sites): the grammar and
  * every error it reports, each kind failing exactly the operation its rule
- * names and nothing else, the counters, p's determinism under a seed,
+ * names and nothing else, the counters (exact under concurrent
+ * allocations), p's determinism under a seed,
  * sticky stream errors, and memory stats after an injected alloc failure.
  */
 #include "testutil.h"
@@ -208,6 +209,68 @@ static void alloc_p_deterministic(void** state) {
   set_plan("alloc:p=1");
   void* p = sim_mem_alloc(f->dev, 64);
   assert_null(p);
+}
+
+/* Allocations from several threads at once: a rule counts every matching
+ * operation exactly once, whatever the interleaving, so the number of
+ * failures is the plan's, not the schedule's (which thread meets them is
+ * the schedule's). */
+enum { kAllocThreads = 4, kAllocsEach = 1000 };
+
+typedef struct alloc_thread {
+  pthread_t th;
+  sim_device* dev;
+  pthread_barrier_t* start;
+  int nulls;
+} alloc_thread;
+
+static void* alloc_thread_main(void* arg) {
+  alloc_thread* t = arg;
+  pthread_barrier_wait(t->start); /* all threads allocate together */
+  for (int i = 0; i < kAllocsEach; i++) {
+    void* p = sim_mem_alloc(t->dev, 64);
+    if (p == NULL) t->nulls++;
+    sim_mem_free(t->dev, p);
+  }
+  return NULL;
+}
+
+/* Runs kAllocThreads x kAllocsEach allocations under spec; checks that
+ * exactly `want` failed, by the threads' count, the fault counter and the
+ * device's num_failed. */
+static void threads_fail_exactly(tu_fix* f, const char* spec, int want) {
+  sim_mem_stats before, after;
+  sim_mem_get_stats(f->dev, &before);
+  set_plan(spec);
+  alloc_thread* t = tu_calloc(f, kAllocThreads, sizeof(*t));
+  pthread_barrier_t start;
+  TU_PT(pthread_barrier_init(&start, NULL, kAllocThreads));
+  for (int i = 0; i < kAllocThreads; i++) {
+    t[i].dev = f->dev;
+    t[i].start = &start;
+    TU_PT(pthread_create(&t[i].th, NULL, alloc_thread_main, &t[i]));
+  }
+  int nulls = 0;
+  for (int i = 0; i < kAllocThreads; i++) {
+    TU_PT(pthread_join(t[i].th, NULL));
+    nulls += t[i].nulls;
+  }
+  TU_PT(pthread_barrier_destroy(&start));
+  sim_mem_get_stats(f->dev, &after);
+  if (nulls != want || sim_faults_injected(SIM_FAULT_ALLOC) != (uint64_t)want ||
+      after.num_failed - before.num_failed != (uint64_t)want)
+    fail_msg("%s: %d NULLs, %llu injected, %llu num_failed; want %d", spec,
+             nulls, (unsigned long long)sim_faults_injected(SIM_FAULT_ALLOC),
+             (unsigned long long)(after.num_failed - before.num_failed), want);
+  assert_int_equal(after.num_allocs - before.num_allocs,
+                   kAllocThreads * kAllocsEach - want);
+  assert_int_equal(after.bytes_in_use, before.bytes_in_use);
+}
+
+static void alloc_threads_exact(void** state) {
+  tu_fix* f = *state;
+  threads_fail_exactly(f, "alloc:every=10", kAllocThreads * kAllocsEach / 10);
+  threads_fail_exactly(f, "alloc:nth=1234", 1);
 }
 
 /* ---- stream items ------------------------------------------------------- */
@@ -464,6 +527,7 @@ int main(int argc, char** argv) {
       T(alloc_nth_every),
       T(alloc_after_bytes),
       T(alloc_p_deterministic),
+      T(alloc_threads_exact),
       T(memcpy_kinds),
       T(launch_op),
       T(stream_fail_at),
