@@ -59,17 +59,18 @@ typedef struct rule {
   _Atomic uint64_t bytes; /* alloc: bytes requested (after_bytes) */
 } rule;
 
-typedef struct plan {
+typedef struct sim_fault_plan {
   int nrules; /* >= 1 once published */
   uint64_t seed;
   uint64_t gen;         /* generation, from 1: stream:fail_at's reset */
-  struct plan* retired; /* older plans, kept reachable until exit */
+  struct sim_fault_plan* retired; /* older plans, kept reachable */
   rule rules[MAX_RULES];
 } plan;
 
 /* The plan in force; written only by sim_faults_set (under g_set_lock),
  * read by the sites with one acquire load. */
-__attribute__((visibility("hidden"))) _Atomic(struct plan*) sim_faults_plan;
+__attribute__((visibility("hidden"))) _Atomic(struct sim_fault_plan*)
+    sim_faults_plan;
 static plan* g_all;    /* every plan ever published; g_set_lock */
 static uint64_t g_gen; /* last generation handed out; g_set_lock */
 static _Atomic uint64_t g_injected[SIM_FAULT_KIND_COUNT];
@@ -80,10 +81,6 @@ static const char* const kind_names[SIM_FAULT_KIND_COUNT] = {
     "alloc",  "memcpy_h2d", "memcpy_d2h", "memcpy_d2d",
     "launch", "stream",     "event",      "callback",
 };
-
-const char* sim_fault_kind_name(int kind) {
-  return kind >= 0 && kind < SIM_FAULT_KIND_COUNT ? kind_names[kind] : "?";
-}
 
 /* ---- parsing ------------------------------------------------------------ */
 
@@ -380,7 +377,7 @@ static plan* cur_plan(void) {
   return atomic_load_explicit(&sim_faults_plan, memory_order_acquire);
 }
 
-uint64_t sim_faults_injected(int kind) {
+uint64_t sim_faults_injected(sim_fault_kind kind) {
   if (kind < 0 || kind >= SIM_FAULT_KIND_COUNT) return 0;
   return atomic_load_explicit(&g_injected[kind], memory_order_relaxed);
 }

@@ -630,17 +630,16 @@ typedef enum sim_fault_kind {
 
 /* Checks spec's grammar without installing it: SIM_OK, or SIM_EINVAL with a
  * message naming SIMDEV_FAULTS, the rule and what is wrong. NULL or "" is a
- * valid empty plan. */
+ * valid empty plan. Any thread. */
 int sim_faults_check(const char* spec, char* msg, size_t msg_len);
-/* Installs spec as the process's plan (replacing the previous one and
- * zeroing every counter); NULL or "" removes it. SIM_EINVAL as above (the
- * old plan stays). Call it while no device work is in flight (start-up,
- * tests). */
+/* Installs spec as the process's plan (a new plan, its counters at zero);
+ * NULL or "" removes it. SIM_EINVAL as above (the old plan stays). Any
+ * thread, any time: each operation is judged wholly by the old plan or the
+ * new one. sim_faults_injected restarts from 0 here, so it is exact only if
+ * the plan was set while no device work was in flight (start-up, tests). */
 int sim_faults_set(const char* spec, char* msg, size_t msg_len);
-/* Faults of `kind` injected since the last sim_faults_set. */
-uint64_t sim_faults_injected(int kind);
-/* Static name of a kind as the grammar spells it ("alloc", ...). */
-const char* sim_fault_kind_name(int kind);
+/* Faults of `kind` injected since the last sim_faults_set. Any thread. */
+uint64_t sim_faults_injected(sim_fault_kind kind);
 /* Why the calling thread's last sim_event_record was refused by the plan
  * ("injected by SIMDEV_FAULTS (<rule>): event record refused"), for a
  * caller that got only SIM_EFAILED: copied into msg; returns 1 if that

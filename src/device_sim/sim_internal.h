@@ -237,8 +237,8 @@ void* sim_work_alloc(size_t size, sim_work_run_fn run, uint32_t flags,
 /* The plan in force, NULL while none is. The sites test it first (one
  * relaxed load) and call the functions below only when it is set; those
  * load it again (acquire) and judge the operation by that one plan. */
-struct plan;
-extern __attribute__((visibility("hidden"))) _Atomic(struct plan*)
+struct sim_fault_plan;
+extern __attribute__((visibility("hidden"))) _Atomic(struct sim_fault_plan*)
     sim_faults_plan;
 static inline int sim_faults_on(void) {
   return __builtin_expect(
