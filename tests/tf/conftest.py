@@ -552,6 +552,17 @@ def plugin():
         pytest.fail(str(e), pytrace=False)
 
 
+def parse_checks(stdout):
+    """{name: record} of the CHECK_MARK lines a child printed (PRELUDE's
+    check())."""
+    checks = {}
+    for line in stdout.splitlines():
+        if line.startswith(CHECK_MARK):
+            rec = json.loads(line[len(CHECK_MARK):])
+            checks[rec["name"]] = rec
+    return checks
+
+
 @dataclasses.dataclass
 class TFRun:
     returncode: int
@@ -694,12 +705,8 @@ def run_tf(plugin, tmp_path_factory):
             pytest.fail(f"TF subprocess timed out after {timeout}s "
                         f"(run it again: bash {rerun})\n"
                         f"stderr: {(e.stderr or b'')[-3000:]!r}", pytrace=False)
-        checks = {}
-        for line in p.stdout.splitlines():
-            if line.startswith(CHECK_MARK):
-                rec = json.loads(line[len(CHECK_MARK):])
-                checks[rec["name"]] = rec
-        return TFRun(p.returncode, p.stdout, p.stderr, checks, str(rerun))
+        return TFRun(p.returncode, p.stdout, p.stderr, parse_checks(p.stdout),
+                     str(rerun))
 
     return run
 

@@ -13,7 +13,6 @@ loaded with tf.load_op_library). The run must report exactly one error, the
 overrun, with the op's kernel in the stack and the block allocated by
 simdev's allocator: the clean part and TensorFlow's own noise report none.
 """
-import json
 import os
 import re
 import subprocess
@@ -22,7 +21,7 @@ import textwrap
 
 import pytest
 
-from conftest import CHECK_MARK, PRELUDE, child_env
+from conftest import PRELUDE, TFRun, child_env, parse_checks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OVERRUN_LIB = os.path.join(ROOT, "build", "tests", "overrun",
@@ -254,18 +253,12 @@ def test_memcheck_reports_only_the_overrun_with_the_op(plugin, tmp_path):
     text = log.read_text(errors="replace") if log.exists() else ""
     what = (f"returncode {p.returncode}\n--- stderr ---\n{p.stderr[-3000:]}\n"
             f"--- valgrind log (tail) ---\n{text[-6000:]}")
-    checks = {}
-    for line in p.stdout.splitlines():
-        if line.startswith(CHECK_MARK):
-            rec = json.loads(line[len(CHECK_MARK):])
-            checks[rec["name"]] = rec
+    run = TFRun(p.returncode, p.stdout, p.stderr, parse_checks(p.stdout))
     # The helper printed its command; the script ran and both parts did
     # their work on SIMDEV.
     assert re.search(r"^simdev\.valgrind: PYTHONMALLOC=malloc SIMDEV_BFC=0 "
                      r"valgrind --tool=memcheck ", p.stderr, re.M), what
-    for name in ("matmul_relu", "overrun"):
-        assert checks.get(name, {}).get("ok"), f"{name}: {checks.get(name)}\n{what}"
-    mm, ov = checks["matmul_relu"]["data"], checks["overrun"]["data"]
+    mm, ov = run.data("matmul_relu"), run.data("overrun")
     assert mm["device"].endswith("device:SIMDEV:0") and mm["equal"], mm
     assert ov == {"device": "/job:localhost/replica:0/task:0/device:SIMDEV:0",
                   "n": N_OVERRUN, "ones": True}, ov
