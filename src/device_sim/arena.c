@@ -274,6 +274,7 @@ static int map_discrete(sim_arena* a, uint64_t bytes) {
   }
   a->base = v;
   a->alias = (intptr_t)((char*)b - (char*)v);
+  sim_discrete_report_install();
   int err = sim_discrete_region_add(a->name, v, b, bytes);
   if (err != SIM_OK) {
     munmap(v, bytes);

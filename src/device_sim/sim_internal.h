@@ -6,8 +6,8 @@
  * Who calls whom (no circle): device -> stream, event, arena, mapped;
  * event -> stream; timer -> stream; arena -> mapped; device, stream and
  * arena -> trace -> trace_names; stream, event and arena -> faults ->
- * trace_names; arena -> discrete; and any of them -> common.c, which calls
- * none of them.
+ * trace_names; arena -> discrete_report -> discrete; arena -> discrete; and
+ * any of them -> common.c, which calls none of them.
  */
 #ifndef SIMDEV_DEVICE_SIM_SIM_INTERNAL_H_
 #define SIMDEV_DEVICE_SIM_SIM_INTERNAL_H_
@@ -131,9 +131,33 @@ void sim_arena_destroy(sim_arena* a);
 int sim_arena_numa_node(const sim_arena* a);
 int sim_arena_numa_bound(const sim_arena* a);
 
-/* ---- discrete.c: SIM_DEVICE_DISCRETE's regions, records and reports ---- */
+/* ---- discrete.c: SIM_DEVICE_DISCRETE's regions and records ------------ */
+#define SIM_DISC_NAME_WORDS 4 /* device name: 32 bytes, read as 4 words */
+#define SIM_DISC_OP_LEN 48
+#define SIM_DISC_NAME_LEN 96
+#define SIM_DISC_FREED 1024 /* freed allocations remembered for reports */
+
+/* What a reader saw of one region slot, consistently. */
+typedef struct sim_disc_view {
+  uintptr_t lo;
+  uint64_t size;
+  intptr_t delta;
+  uint64_t name[SIM_DISC_NAME_WORDS + 1]; /* device name, + a NUL word */
+} sim_disc_view;
+
+/* One allocation record (live, or freed: free_ns set). */
+typedef struct sim_disc_rec {
+  uintptr_t base; /* 0: empty slot */
+  uint64_t size;
+  uint64_t alloc_ns, free_ns;
+  int32_t tid;
+  char op_type[SIM_DISC_OP_LEN];
+  char op_name[SIM_DISC_NAME_LEN];
+} sim_disc_rec;
+
 /* Registers a discrete region: a (PROT_NONE, the addresses handed out) and
- * its alias b, size bytes each; installs the fault handler the first time.
+ * its alias b, size bytes each; registers the fork handlers the first time
+ * (the caller installs the fault handler: sim_discrete_report_install).
  * SIM_ENOMEM when too many regions are alive. */
 int sim_discrete_region_add(const char* name, void* a, void* b,
                             uint64_t size);
@@ -145,6 +169,24 @@ void sim_discrete_region_remove(void* a);
  * freed ring. Discrete devices only (a lock each). */
 void sim_discrete_note_alloc(const void* p, uint64_t size);
 void sim_discrete_note_free(const void* p);
+/* For the fault handler (signal-safe, no lock taken, never blocks): the
+ * region holding address a, with its name, copied into *v; 0, or -1 if
+ * none. */
+int sim_discrete_region_at(uintptr_t a, sim_disc_view* v);
+/* The records' lock (g_rec_mu), tried once (pthread_mutex_trylock: the
+ * handler may interrupt its holder): 1 if taken; _unlock releases it. */
+int sim_discrete_recs_trylock(void);
+void sim_discrete_recs_unlock(void);
+/* Records' lock held (trylock above): the live record covering a, or the
+ * most recent remembered free that covered it; NULL if none. The pointer
+ * is valid until the lock is released. */
+const sim_disc_rec* sim_discrete_live_at(uintptr_t a);
+const sim_disc_rec* sim_discrete_freed_at(uintptr_t a);
+
+/* ---- discrete_report.c: the host-access report (SIGSEGV/SIGBUS) -------- */
+/* Installs the fault handler, once per process (later calls return at
+ * once); arena.c calls it before registering each discrete region. */
+void sim_discrete_report_install(void);
 
 /* ---- device.c ---------------------------------------------------------- */
 struct sim_device {

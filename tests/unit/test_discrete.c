@@ -236,13 +236,12 @@ typedef struct child_out {
 
 static const char* g_argv0;
 
-static void run_child_env(const char* name, const char* env, child_out* out);
-static void run_child(const char* name, child_out* out) {
-  run_child_env(name, NULL, out);
-}
-
-/* env: "NAME=value" put in the child's environment before exec, or NULL. */
-static void run_child_env(const char* name, const char* env, child_out* out) {
+/* env: "NAME=value" put in the child's environment before exec, or NULL.
+ * Returns the child's output and status, in one buffer that the next call
+ * overwrites (the tests run one at a time). */
+static const child_out* run_child_env(const char* name, const char* env) {
+  static child_out out;
+  memset(&out, 0, sizeof(out));
   int fds[2];
   assert_int_equal(pipe(fds), 0);
   fflush(NULL);
@@ -258,11 +257,25 @@ static void run_child_env(const char* name, const char* env, child_out* out) {
   close(fds[1]);
   size_t n = 0;
   ssize_t r;
-  while ((r = read(fds[0], out->text + n, sizeof(out->text) - 1 - n)) > 0)
+  while ((r = read(fds[0], out.text + n, sizeof(out.text) - 1 - n)) > 0)
     n += (size_t)r;
-  out->text[n] = '\0';
+  out.text[n] = '\0';
   close(fds[0]);
-  assert_int_equal(waitpid(pid, &out->status, 0), pid);
+  assert_int_equal(waitpid(pid, &out.status, 0), pid);
+  return &out;
+}
+
+static const child_out* run_child(const char* name) {
+  return run_child_env(name, NULL);
+}
+
+/* In a child: a new discrete device, or exit status 3. */
+static sim_device* child_device(int ordinal) {
+  sim_device* dev = NULL;
+  if (sim_device_create_ex(ordinal, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) !=
+      0)
+    _exit(3);
+  return dev;
 }
 
 /* The child died of the access: SIGSEGV by default; under ASan, whose own
@@ -284,9 +297,7 @@ static volatile unsigned char g_sink;
  * report's backtrace can name it. */
 __attribute__((visibility("default"))) void body_live_read(void);
 void body_live_read(void) {
-  sim_device* dev = NULL;
-  if (sim_device_create_ex(2, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
-    _exit(3);
+  sim_device* dev = child_device(2);
   sim_mem_set_site("MatMul", "dense_1/MatMul");
   /* Enough records to grow the table, some freed (backward-shift deletes). */
   enum { K = 3000 };
@@ -301,8 +312,7 @@ void body_live_read(void) {
 
 static void report_live(void** state) {
   (void)state;
-  child_out* o = calloc(1, sizeof(*o));
-  run_child("live_read", o);
+  const child_out* o = run_child("live_read");
   assert_died(o);
   assert_has(o, "simdev: host access to device memory at 0x");
   assert_has(o, "(SIGSEGV)");
@@ -315,13 +325,10 @@ static void report_live(void** state) {
    * glibc's unwinder before it). */
   if (!RUNNING_ON_VALGRIND) assert_has(o, "body_live_read");
   assert_has(o, "hint: run under gdb");
-  free(o);
 }
 
 static void body_freed_read(void) {
-  sim_device* dev = NULL;
-  if (sim_device_create_ex(0, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
-    _exit(3);
+  sim_device* dev = child_device(0);
   sim_mem_set_site("Conv2D", "conv/Conv2D");
   unsigned char* p = sim_mem_alloc(dev, 1 << 20);
   sim_mem_set_site(NULL, NULL);
@@ -332,19 +339,15 @@ static void body_freed_read(void) {
 
 static void report_freed(void** state) {
   (void)state;
-  child_out* o = calloc(1, sizeof(*o));
-  run_child("freed_read", o);
+  const child_out* o = run_child("freed_read");
   assert_died(o);
   assert_has(o, "not in a live allocation (freed ");
   assert_has(o, "bytes, offset 4096, allocated ");
   assert_has(o, "by op Conv2D (node \"conv/Conv2D\")");
-  free(o);
 }
 
 static void body_never_allocated(void) {
-  sim_device* dev = NULL;
-  if (sim_device_create_ex(0, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
-    _exit(3);
+  sim_device* dev = child_device(0);
   unsigned char* p = sim_mem_alloc(dev, 64);
   /* Far beyond anything jemalloc handed out, inside the region. */
   ((volatile unsigned char*)p)[(TU_MEMORY_MB << 20) / 2] = 1; /* a write */
@@ -353,11 +356,9 @@ static void body_never_allocated(void) {
 
 static void report_never_allocated(void** state) {
   (void)state;
-  child_out* o = calloc(1, sizeof(*o));
-  run_child("never_allocated", o);
+  const child_out* o = run_child("never_allocated");
   assert_died(o);
   assert_has(o, "not in a live allocation (never allocated");
-  free(o);
 }
 
 /* A fault outside every discrete region goes to the handler that was there
@@ -379,9 +380,7 @@ static void install_prior(void) {
 
 static void body_foreign_fault(void) {
   install_prior();
-  sim_device* dev = NULL;
-  if (sim_device_create_ex(0, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
-    _exit(3);
+  (void)child_device(0);
   unsigned char* guard =
       mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (guard == MAP_FAILED) _exit(4);
@@ -394,23 +393,19 @@ static void body_foreign_fault(void) {
 
 static void foreign_fault_chained(void** state) {
   (void)state;
-  child_out* o = calloc(1, sizeof(*o));
-  run_child("foreign_fault", o);
+  const child_out* o = run_child("foreign_fault");
   assert_true(WIFEXITED(o->status));
   assert_int_equal(WEXITSTATUS(o->status), 42);
   assert_has(o, "prior handler ran");
   if (strstr(o->text, "simdev:") != NULL)
     fail_msg("simdev spoke:\n%s", o->text);
-  free(o);
 }
 
 /* After its report, simdev hands the access to the previous handler (here
  * the test's; in Python, faulthandler): the access runs again and meets it. */
 static void body_ours_then_prior(void) {
   install_prior();
-  sim_device* dev = NULL;
-  if (sim_device_create_ex(0, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
-    _exit(3);
+  sim_device* dev = child_device(0);
   unsigned char* p = sim_mem_alloc(dev, 64);
   VALGRIND_DISABLE_ERROR_REPORTING; /* as above */
   g_sink = p[0];
@@ -419,15 +414,13 @@ static void body_ours_then_prior(void) {
 
 static void report_then_prior(void** state) {
   (void)state;
-  child_out* o = calloc(1, sizeof(*o));
-  run_child("ours_then_prior", o);
+  const child_out* o = run_child("ours_then_prior");
   assert_true(WIFEXITED(o->status));
   assert_int_equal(WEXITSTATUS(o->status), 42);
   assert_has(o, "simdev: host access to device memory");
   assert_has(o,
              "simdev: passing the signal on to the previous handler\n"
              "prior handler ran");
-  free(o);
 }
 
 /* A prior handler without SA_SIGINFO, whose sa_mask holds SIGUSR1: chained
@@ -454,9 +447,7 @@ static void body_plain_prior(void) {
   sigemptyset(&sa.sa_mask);
   sigaddset(&sa.sa_mask, SIGUSR1);
   sigaction(SIGSEGV, &sa, NULL);
-  sim_device* dev = NULL;
-  if (sim_device_create_ex(0, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
-    _exit(3);
+  (void)child_device(0);
   unsigned char* guard = guard_page();
   VALGRIND_DISABLE_ERROR_REPORTING;
   g_sink = guard[1];
@@ -465,12 +456,10 @@ static void body_plain_prior(void) {
 
 static void plain_prior_chained(void** state) {
   (void)state;
-  child_out* o = calloc(1, sizeof(*o));
-  run_child("plain_prior", o);
+  const child_out* o = run_child("plain_prior");
   assert_true(WIFEXITED(o->status));
   assert_int_equal(WEXITSTATUS(o->status), 43); /* 44: sa_mask not applied */
   assert_has(o, "plain prior ran");
-  free(o);
 }
 
 /* SA_RESETHAND: the prior handler runs once, the disposition is then the
@@ -489,9 +478,7 @@ static void body_resethand_prior(void) {
   sa.sa_sigaction = resethand_prior;
   sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
   sigaction(SIGSEGV, &sa, NULL);
-  sim_device* dev = NULL;
-  if (sim_device_create_ex(0, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
-    _exit(3);
+  (void)child_device(0);
   unsigned char* guard = guard_page();
   VALGRIND_DISABLE_ERROR_REPORTING;
   g_sink = guard[1];
@@ -500,14 +487,12 @@ static void body_resethand_prior(void) {
 
 static void resethand_prior_once(void** state) {
   (void)state;
-  child_out* o = calloc(1, sizeof(*o));
-  run_child("resethand_prior", o);
+  const child_out* o = run_child("resethand_prior");
   assert_true(WIFSIGNALED(o->status));
   assert_int_equal(WTERMSIG(o->status), SIGSEGV);
   assert_has(o, "resethand prior ran");
   assert_null(strstr(strstr(o->text, "resethand prior ran") + 1,
                      "resethand prior ran"));
-  free(o);
 }
 
 /* SIGSEGV ignored before simdev: a kill() of it stays ignored and simdev's
@@ -515,9 +500,7 @@ static void resethand_prior_once(void** state) {
  * kills: the kernel overrides SIG_IGN for a real fault). */
 static void body_ignored_kill(void) {
   signal(SIGSEGV, SIG_IGN);
-  sim_device* dev = NULL;
-  if (sim_device_create_ex(0, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
-    _exit(3);
+  sim_device* dev = child_device(0);
   unsigned char* p = sim_mem_alloc(dev, 64);
   kill(getpid(), SIGSEGV);
   static const char msg[] = "survived kill -SEGV\n";
@@ -529,12 +512,10 @@ static void body_ignored_kill(void) {
 
 static void ignored_kill_then_report(void** state) {
   (void)state;
-  child_out* o = calloc(1, sizeof(*o));
-  run_child("ignored_kill", o);
+  const child_out* o = run_child("ignored_kill");
   assert_has(o, "survived kill -SEGV\n\nsimdev: host access to device memory");
   assert_true(WIFSIGNALED(o->status));
   assert_int_equal(WTERMSIG(o->status), SIGSEGV);
-  free(o);
 }
 
 /* The SIGBUS path of the handler. The kernel raises SIGSEGV for a PROT_NONE
@@ -545,9 +526,7 @@ static void ignored_kill_then_report(void** state) {
 static void body_sigbus(void) {
   struct sigaction before, now;
   sigaction(SIGBUS, NULL, &before); /* SIG_DFL, or ASan's handler */
-  sim_device* dev = NULL;
-  if (sim_device_create_ex(4, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
-    _exit(3);
+  sim_device* dev = child_device(4);
   unsigned char* p = sim_mem_alloc(dev, 256);
   siginfo_t si;
   memset(&si, 0, sizeof(si));
@@ -566,14 +545,12 @@ static void body_sigbus(void) {
 
 static void report_sigbus(void** state) {
   (void)state;
-  child_out* o = calloc(1, sizeof(*o));
-  run_child("sigbus", o);
+  const child_out* o = run_child("sigbus");
   assert_true(WIFEXITED(o->status));
   assert_int_equal(WEXITSTATUS(o->status), 0);
   assert_has(o, "(SIGBUS)\n  device: simdev-4 is discrete");
   assert_has(o, "256 bytes, offset 8, allocated ");
   assert_has(o, "after: the previous disposition");
-  free(o);
 }
 
 /* Two threads read device memory after one barrier. However they meet the
@@ -590,9 +567,7 @@ static void* fault_thread(void* arg) {
 }
 
 static void body_two_threads(void) {
-  sim_device* dev = NULL;
-  if (sim_device_create_ex(0, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
-    _exit(3);
+  sim_device* dev = child_device(0);
   g_target = sim_mem_alloc(dev, 4096);
   pthread_barrier_init(&g_both, NULL, 2);
   pthread_t t[2];
@@ -614,27 +589,20 @@ static void two_threads_one_report(void** state) {
   skip();
 #endif
 #endif
-  child_out* o = calloc(1, sizeof(*o));
-  run_child("two_threads", o);
+  const child_out* o = run_child("two_threads");
   assert_true(WIFSIGNALED(o->status));
   assert_int_equal(WTERMSIG(o->status), SIGSEGV);
   const char* first = strstr(o->text, "simdev: host access to device memory");
   assert_non_null(first);
   if (strstr(first + 1, "simdev: host access to device memory") != NULL)
     fail_msg("two reports:\n%s", o->text);
-  free(o);
 }
 
 /* A slot of the region table reused by another device: the report names
  * the device alive now, not the one before it in the slot. */
 static void body_reused_slot(void) {
-  sim_device* old = NULL;
-  sim_device* dev = NULL;
-  if (sim_device_create_ex(5, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &old) != 0)
-    _exit(3);
-  sim_device_destroy(old);
-  if (sim_device_create_ex(7, TU_MEMORY_MB, SIM_DEVICE_DISCRETE, &dev) != 0)
-    _exit(3);
+  sim_device_destroy(child_device(5));
+  sim_device* dev = child_device(7);
   unsigned char* p = sim_mem_alloc(dev, 64);
   g_sink = p[1];
   _exit(0);
@@ -642,12 +610,10 @@ static void body_reused_slot(void) {
 
 static void report_after_slot_reuse(void** state) {
   (void)state;
-  child_out* o = calloc(1, sizeof(*o));
-  run_child("reused_slot", o);
+  const child_out* o = run_child("reused_slot");
   assert_died(o);
   assert_has(o, "device: simdev-7 is discrete");
   if (strstr(o->text, "simdev-5") != NULL) fail_msg("stale name:\n%s", o->text);
-  free(o);
 }
 
 /* ulimit -f below the region: ftruncate of the memfd would raise SIGXFSZ
@@ -667,15 +633,13 @@ static void body_fsize_limit(void) {
 
 static void refused_under_fsize_limit(void** state) {
   (void)state;
-  child_out* o = calloc(1, sizeof(*o));
-  run_child("fsize_limit", o);
+  const child_out* o = run_child("fsize_limit");
   if (!WIFEXITED(o->status) || WEXITSTATUS(o->status) != 0)
     fail_msg("child status %d:\n%s", o->status, o->text);
   assert_has(o,
              "err -2: SIMDEV_DISCRETE=1: the device's 64 MiB are a memfd,"
              " and the file size limit (ulimit -f) is 1024 KiB");
   assert_has(o, "plain: \"\"");
-  free(o);
 }
 
 /* jemalloc's junk fill, turned on at run time, would write into view A. */
@@ -688,14 +652,12 @@ static void body_junk(void) {
 
 static void refused_with_jemalloc_junk(void** state) {
   (void)state;
-  child_out* o = calloc(1, sizeof(*o));
-  run_child_env("junk", "SDJE_MALLOC_CONF=junk:true", o);
+  const child_out* o = run_child_env("junk", "SDJE_MALLOC_CONF=junk:true");
   if (!WIFEXITED(o->status) || WEXITSTATUS(o->status) != 0)
     fail_msg("child status %d:\n%s", o->status, o->text);
   assert_has(o,
              "err -1: SIMDEV_DISCRETE=1 cannot be used with jemalloc's "
              "junk or zero fill");
-  free(o);
 }
 
 static const struct {
