@@ -117,6 +117,25 @@ static void one_var_set(void** state) {
   assert_int_equal(cfg.memory_mb, 2048);
 }
 
+/* Sets var to `len` bytes of 'a', one more than its field holds: expects
+ * SIM_EINVAL and a message naming var (the value is too long to quote). */
+static void expect_too_long(const char* var, size_t len) {
+  char* big = (char*)malloc(len + 1);
+  assert_non_null(big);
+  memset(big, 'a', len);
+  big[len] = '\0';
+  setenv(var, big, 1);
+  free(big);
+  sim_config cfg;
+  char msg[512];
+  memset(msg, 'X', sizeof(msg));
+  int rc = sim_config_from_env(&cfg, msg, sizeof(msg));
+  unsetenv(var);
+  assert_int_equal(rc, SIM_EINVAL);
+  assert_non_null(memchr(msg, '\0', sizeof(msg)));
+  assert_non_null(strstr(msg, var));
+}
+
 /* Sets var=value, expects SIM_EINVAL and a message naming var and value. */
 static void expect_invalid(const char* var, const char* value) {
   setenv(var, value, 1);
@@ -204,18 +223,9 @@ static void trace_settings(void** state) {
   /* Set but empty, and longer than trace_path holds: errors. */
   expect_invalid("SIMDEV_TRACE", "");
   size_t n = sizeof(cfg.trace_path);
-  char* big = (char*)malloc(n + 1);
-  assert_non_null(big);
-  memset(big, 'a', n);
-  big[n] = '\0';
-  setenv("SIMDEV_TRACE", big, 1);
-  memset(msg, 'X', sizeof(msg));
-  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_EINVAL);
-  free(big);
-  unsetenv("SIMDEV_TRACE");
-  assert_non_null(strstr(msg, "SIMDEV_TRACE"));
+  expect_too_long("SIMDEV_TRACE", n);
   /* The longest that fits is accepted. */
-  big = (char*)malloc(n);
+  char* big = (char*)malloc(n);
   assert_non_null(big);
   memset(big, 'b', n - 1);
   big[n - 1] = '\0';
@@ -253,16 +263,7 @@ static void debug_settings(void** state) {
     expect_invalid("SIMDEV_DISCRETE", bad[i]);
     expect_invalid("SIMDEV_BFC", bad[i]);
   }
-  size_t n = sizeof(cfg.faults);
-  char* big = (char*)malloc(n + 1);
-  assert_non_null(big);
-  memset(big, 'a', n);
-  big[n] = '\0';
-  setenv("SIMDEV_FAULTS", big, 1);
-  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_EINVAL);
-  unsetenv("SIMDEV_FAULTS");
-  free(big);
-  assert_non_null(strstr(msg, "SIMDEV_FAULTS"));
+  expect_too_long("SIMDEV_FAULTS", sizeof(cfg.faults));
   /* SIMDEV_DISABLE=1 still wins: the new variables are not read then. */
   setenv("SIMDEV_DISABLE", "1", 1);
   setenv("SIMDEV_DISCRETE", "nonsense", 1);
