@@ -366,7 +366,11 @@ int sim_faults_set(const char* spec, char* msg, size_t msg_len) {
   }
   for (int k = 0; k < SIM_FAULT_KIND_COUNT; k++)
     atomic_store_explicit(&g_injected[k], 0, memory_order_relaxed);
-  /* Release: a site that loads p sees its rules and zeroed counters. */
+  /* Release: a site that loads p sees its rules and zeroed counters. For
+   * helgrind: the pointer is read relaxed by every stream item
+   * (sim_faults_on), and p is published to cur_plan's acquire load. */
+  SIM_HG_BENIGN(&sim_faults_plan, sizeof(sim_faults_plan));
+  if (p != NULL) SIM_HG_BEFORE(p);
   atomic_store_explicit(&sim_faults_plan, p, memory_order_release);
   sim_unlock(&g_set_lock);
   return SIM_OK;
@@ -374,7 +378,9 @@ int sim_faults_set(const char* spec, char* msg, size_t msg_len) {
 
 /* The plan in force for one operation (NULL: none). */
 static plan* cur_plan(void) {
-  return atomic_load_explicit(&sim_faults_plan, memory_order_acquire);
+  plan* p = atomic_load_explicit(&sim_faults_plan, memory_order_acquire);
+  if (p != NULL) SIM_HG_AFTER(p);
+  return p;
 }
 
 uint64_t sim_faults_injected(sim_fault_kind kind) {

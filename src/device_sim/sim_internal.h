@@ -21,6 +21,24 @@
 
 #define SIM_CHECK_PT(call) SIM_CHECK((call) == 0)
 
+/* helgrind does not model C11 atomics. SIM_HG_BENIGN declares a flag read
+ * relaxed on a hot path benign to it; SIM_HG_BEFORE/AFTER tell it of a
+ * release store / acquire load pair that publishes an object. Outside
+ * valgrind these are a few no-op instructions. */
+#if defined(__has_include)
+#if __has_include(<valgrind/helgrind.h>)
+#include <valgrind/helgrind.h>
+#define SIM_HG_BENIGN(p, n) VALGRIND_HG_DISABLE_CHECKING(p, n)
+#define SIM_HG_BEFORE(p) ANNOTATE_HAPPENS_BEFORE(p)
+#define SIM_HG_AFTER(p) ANNOTATE_HAPPENS_AFTER(p)
+#endif
+#endif
+#ifndef SIM_HG_BENIGN
+#define SIM_HG_BENIGN(p, n) ((void)0)
+#define SIM_HG_BEFORE(p) ((void)0)
+#define SIM_HG_AFTER(p) ((void)0)
+#endif
+
 #define sim_container_of(ptr, type, member) \
   ((type*)((char*)(ptr)-offsetof(type, member)))
 

@@ -48,16 +48,6 @@
 
 #include "sim_internal.h"
 
-#if defined(__has_include)
-#if __has_include(<valgrind/helgrind.h>)
-#include <valgrind/helgrind.h>
-#define SIM_HG_BENIGN(p, n) VALGRIND_HG_DISABLE_CHECKING(p, n)
-#endif
-#endif
-#ifndef SIM_HG_BENIGN
-#define SIM_HG_BENIGN(p, n) ((void)0)
-#endif
-
 /* Rings of destroyed streams kept for later snapshots (see above). */
 #define SIM_TRACE_DEAD_RINGS 64
 /* First buffer of a ring, in records; it doubles up to the capacity. */
