@@ -115,6 +115,9 @@ int sim_config_from_env(sim_config* cfg, char* msg, size_t msg_len) {
   if (err == SIM_OK) err = parse_faults(cfg->faults, sizeof(cfg->faults), msg,
                                         msg_len);
   if (err != SIM_OK) return err;
+  cfg->bfc_off_for_faults =
+      getenv("SIMDEV_BFC") == NULL && sim_faults_has(cfg->faults, SIM_FAULT_ALLOC);
+  if (cfg->bfc_off_for_faults) bfc = 0;
   cfg->discrete = (int)discrete;
   cfg->bfc = (int)bfc;
   cfg->trace_records = (uint32_t)records;

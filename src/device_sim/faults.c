@@ -349,6 +349,16 @@ int sim_faults_check(const char* spec, char* msg, size_t msg_len) {
   return err;
 }
 
+int sim_faults_has(const char* spec, sim_fault_kind kind) {
+  plan* p = malloc(sizeof(*p));
+  if (p == NULL) return 0;
+  int has = 0;
+  if (parse_plan(spec, p, NULL, 0) == SIM_OK)
+    for (int i = 0; i < p->nrules; i++) has |= p->rules[i].kind == (int)kind;
+  free(p);
+  return has;
+}
+
 int sim_faults_set(const char* spec, char* msg, size_t msg_len) {
   plan* p = malloc(sizeof(*p));
   if (p == NULL) return SIM_ENOMEM;

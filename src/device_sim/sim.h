@@ -87,8 +87,12 @@ typedef struct sim_config {
   /* SIMDEV_BFC, 0 or 1, default 1: TensorFlow's BFC allocator sits on the
    * plugin's allocate (few large allocations). 0: every tensor is one
    * sim_mem_alloc, so valgrind, discrete-mode reports and alloc faults see
-   * each tensor (slower; for debugging). Read by src/se only. */
+   * each tensor (slower; for debugging). Read by src/se only.
+   * Unset while SIMDEV_FAULTS has an alloc rule: 0, and bfc_off_for_faults
+   * is 1 (the plugin says so on stderr): under BFC the rule would count
+   * BFC's few chunk allocations, not tensors, and fire rarely or never. */
   int bfc;
+  int bfc_off_for_faults;
   /* SIMDEV_FAULTS, default unset (""): the fault plan (sim_faults_set,
    * below). sim_config_from_env checks its grammar; the caller installs it
    * with sim_faults_set. */
@@ -632,6 +636,9 @@ typedef enum sim_fault_kind {
  * message naming SIMDEV_FAULTS, the rule and what is wrong. NULL or "" is a
  * valid empty plan. Any thread. */
 int sim_faults_check(const char* spec, char* msg, size_t msg_len);
+/* 1 if spec is a valid plan with at least one rule of `kind`, else 0 (also
+ * for an invalid spec: check it with sim_faults_check). Any thread. */
+int sim_faults_has(const char* spec, sim_fault_kind kind);
 /* Installs spec as the process's plan (a new plan, its counters at zero);
  * NULL or "" removes it. SIM_EINVAL as above (the old plan stays). Any
  * thread, any time: each operation is judged wholly by the old plan or the

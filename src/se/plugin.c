@@ -199,6 +199,25 @@ static const char* running_tf_version(void) {
   return fn ? fn() : NULL;
 }
 
+/* An alloc rule in SIMDEV_FAULTS counts simdev's allocations; with TF's BFC
+ * allocator on those are a few large chunks, so a rule such as nth=3 would
+ * fire late or never, silently. sim_config_from_env turned BFC off unless
+ * SIMDEV_BFC was set; say which way it went, once, at load. */
+static void report_bfc_choice(void) {
+  if (g_config.disabled) return;
+  if (g_config.bfc_off_for_faults)
+    fprintf(stderr,
+            "simdev: SIMDEV_FAULTS has an alloc rule, so TensorFlow's BFC "
+            "allocator is off for this run (as with SIMDEV_BFC=0): every "
+            "tensor is one device allocation that the rule counts. Set "
+            "SIMDEV_BFC=1 to keep BFC (the rule then counts its chunks)\n");
+  else if (g_config.bfc && sim_faults_has(g_config.faults, SIM_FAULT_ALLOC))
+    fprintf(stderr,
+            "simdev: SIMDEV_FAULTS has an alloc rule and SIMDEV_BFC=1: the "
+            "rule counts the BFC allocator's chunk allocations, not "
+            "tensors\n");
+}
+
 /* Sets g_off_reason if this process must get no device. */
 static void check_compatible(const SE_PlatformRegistrationParams* params) {
   const char* running = NULL;
@@ -243,6 +262,7 @@ __attribute__((visibility("default"))) void SE_InitPlugin(
     return;
   }
   check_compatible(params);
+  report_bfc_choice();
   /* SIMDEV_FAULTS, checked by sim_config_from_env: installed before any
    * device exists, so the plan counts from the first allocation. */
   err = sim_faults_set(g_config.faults, msg, sizeof(msg));

@@ -29,9 +29,11 @@ Memory: simdev's own bytes in use are read from its trace (SIMDEV_TRACE's
 "memory in use" counter, written at exit): every child that lives
 allocates a 3 MiB marker tensor at its baseline and again at its end; the
 counter's step of exactly +3 MiB gives the bytes in use just before each
-marker. SIMDEV_BFC=0 throughout, so each tensor is one simdev allocation
-(with TF's BFC allocator on, TF would hold simdev memory in large chunks,
-and alloc faults would hit few, large allocations).
+marker. SIMDEV_BFC=0 throughout (but in the two alloc_bfc_* jobs), so each
+tensor is one simdev allocation (with TF's BFC allocator on, TF would hold
+simdev memory in large chunks, and alloc faults would hit few, large
+allocations: an alloc rule with SIMDEV_BFC unset turns BFC off for the run,
+with a line on stderr).
 """
 import concurrent.futures
 import json
@@ -213,8 +215,27 @@ import tensorflow as tf
 print("IMPORTED", flush=True)
 """
 
+# alloc with TF's BFC allocator as the user left it: ten small ops, each
+# its own outcome (one of them meets the third allocation).
+SMALL_OPS = COMMON + r"""
+@check("ops")
+def _():
+    a = np.arange(256, dtype=np.float32)
+    outs = []
+    for i in range(10):
+        with tf.device(SIM):
+            outs.append(outcome(lambda: (tf.nn.relu(to_sim(a)) + float(i)).numpy().tolist()))
+    return {"outs": outs, "want": [(np.maximum(a, 0) + i).tolist() for i in range(10)]}
+"""
+
+# SIMDEV_BFC=0 in every job but the two that show what happens without it
+# (None: the variable unset in the child).
 BASE = {"SIMDEV_BFC": "0"}
 JOBS = {
+    "alloc_bfc_unset": (SMALL_OPS, {"SIMDEV_FAULTS": "alloc:nth=3",
+                                    "SIMDEV_BFC": None}, False),
+    "alloc_bfc_kept": (SMALL_OPS, {"SIMDEV_FAULTS": "alloc:nth=3",
+                                   "SIMDEV_BFC": "1"}, False),
     "cnn": (CNN, {"SIMDEV_FAULTS": "alloc:every=50"}, True),
     "usable": (USABLE, {"SIMDEV_FAULTS": "event:nth=1,callback:every=1,"
                                          "launch:op=MatMul:nth=2"}, True),
@@ -236,7 +257,7 @@ def runs(run_tf, tmp_path_factory):
     with concurrent.futures.ThreadPoolExecutor(3) as ex:
         futs = {}
         for name, (code, env, traced) in JOBS.items():
-            env = dict(BASE, **env)
+            env = {k: v for k, v in dict(BASE, **env).items() if v is not None}
             if traced:
                 env["SIMDEV_TRACE"] = str(tmp / f"{name}.json")
             futs[name] = ex.submit(run_tf, code, env, TIMEOUT)
@@ -303,6 +324,39 @@ def test_alloc_every_50_cnn_training(runs):
     assert after["matmul"]["ok"] and after["matmul"]["value"] == after["want"]
     r.assert_clean_exit()
     assert_back_to_baseline(r)
+
+
+def test_alloc_rule_turns_bfc_off_when_unset(runs):
+    """The documented rule as a user first tries it, SIMDEV_BFC left unset:
+    TF's BFC allocator would take device memory in a few large chunks and
+    the third allocation would come late or never, silently. simdev turns
+    BFC off for the run, says so, and the third tensor's allocation fails;
+    the ops around it give the right values."""
+    r = runs["alloc_bfc_unset"]
+    assert any("SIMDEV_FAULTS has an alloc rule, so TensorFlow's BFC allocator "
+               "is off for this run" in l for l in r.stderr.splitlines()), r.describe()
+    d = r.data("ops")
+    failed = [o for o in d["outs"] if not o["ok"]]
+    assert len(failed) == 1, d["outs"]
+    assert failed[0]["error"] in ("ResourceExhaustedError", "InternalError"), failed
+    for o, want in zip(d["outs"], d["want"]):
+        assert not o["ok"] or o["value"] == want
+    lines = injected_lines(r)
+    assert len(lines) == 1 and "(alloc:nth=3): allocation of" in lines[0], lines
+    r.assert_clean_exit()
+
+
+def test_alloc_rule_with_bfc_kept(runs):
+    """SIMDEV_BFC=1 given: obeyed, with a line saying the rule counts BFC's
+    chunks; every op gives its value or a clean error (no crash)."""
+    r = runs["alloc_bfc_kept"]
+    assert any("SIMDEV_BFC=1: the rule counts the BFC allocator's chunk "
+               "allocations" in l for l in r.stderr.splitlines()), r.describe()
+    assert not any("is off for this run" in l for l in r.stderr.splitlines())
+    d = r.data("ops")
+    for o, want in zip(d["outs"], d["want"]):
+        assert not o["ok"] or o["value"] == want, o
+    r.assert_clean_exit()
 
 
 def test_launch_fault_is_sticky(runs):

@@ -274,6 +274,40 @@ static void debug_settings(void** state) {
   unsetenv("SIMDEV_DISCRETE");
 }
 
+/* An alloc rule with SIMDEV_BFC unset turns BFC off (and says so through
+ * bfc_off_for_faults); SIMDEV_BFC given either way is obeyed; rules of
+ * other kinds leave BFC on. */
+static void alloc_rule_turns_bfc_off(void** state) {
+  char msg[256];
+  sim_config cfg;
+  setenv("SIMDEV_FAULTS", "alloc:nth=3", 1);
+  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_OK);
+  assert_int_equal(cfg.bfc, 0);
+  assert_int_equal(cfg.bfc_off_for_faults, 1);
+  setenv("SIMDEV_FAULTS", "launch:nth=2,seed=4,alloc:p=0.5", 1);
+  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_OK);
+  assert_int_equal(cfg.bfc, 0);
+  assert_int_equal(cfg.bfc_off_for_faults, 1);
+  setenv("SIMDEV_BFC", "1", 1);
+  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_OK);
+  assert_int_equal(cfg.bfc, 1);
+  assert_int_equal(cfg.bfc_off_for_faults, 0);
+  setenv("SIMDEV_BFC", "0", 1);
+  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_OK);
+  assert_int_equal(cfg.bfc, 0);
+  assert_int_equal(cfg.bfc_off_for_faults, 0);
+  unsetenv("SIMDEV_BFC");
+  setenv("SIMDEV_FAULTS", "launch:nth=2,event:every=3", 1);
+  assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_OK);
+  assert_int_equal(cfg.bfc, 1);
+  assert_int_equal(cfg.bfc_off_for_faults, 0);
+  assert_int_equal(sim_faults_has("launch:nth=2,event:every=3", SIM_FAULT_EVENT), 1);
+  assert_int_equal(sim_faults_has("launch:nth=2", SIM_FAULT_ALLOC), 0);
+  assert_int_equal(sim_faults_has("alloc:bogus=1", SIM_FAULT_ALLOC), 0);
+  assert_int_equal(sim_faults_has(NULL, SIM_FAULT_ALLOC), 0);
+  unsetenv("SIMDEV_FAULTS");
+}
+
 /* A bad value next to a good one: still an error naming the bad variable. */
 static void invalid_with_other_valid(void** state) {
   setenv("SIMDEV_MEMORY_MB", "64", 1);
@@ -331,6 +365,8 @@ int main(int argc, char** argv) {
       cmocka_unit_test_setup_teardown(invalid_with_other_valid, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(message_truncated, setup, teardown),
+      cmocka_unit_test_setup_teardown(alloc_rule_turns_bfc_off, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(null_cfg, setup, teardown),
       cmocka_unit_test_setup_teardown(strerror_all, setup, teardown),
   };
