@@ -11,8 +11,8 @@
 #                (BENCH_ARGS=--quick for a one-minute smoke pass)
 #
 # Set-up is idempotent and quick when already done: apt packages (only the
-# missing ones), .venv with the pinned requirements (rebuilt when
-# requirements.txt changes), the CMake build in build/ (its configure step
+# missing ones), .venv with every package at requirements.lock's version
+# (redone when requirements.txt or the lock changes), the CMake build in build/ (its configure step
 # builds jemalloc for simdev once, into .deps/), and `pip install` of the
 # plugin into .venv (redone when sources change).
 #
@@ -56,10 +56,14 @@ setup: system $(VENV)/.stamp build install
 system:
 	@bash scripts/setup-system.sh
 
-$(VENV)/.stamp: requirements.txt
+# requirements.lock pins every package of the venv, transitive ones too
+# (scripts/pylock.py: how it is written and checked); pip first, at its
+# pinned version; `sync` removes what an older lock left and checks.
+$(VENV)/.stamp: requirements.txt requirements.lock scripts/pylock.py
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -r requirements.txt
+	$(VPY) -m pip install -q "$$(grep -E '^pip==' requirements.lock)"
+	$(VPY) -m pip install -q -r requirements.lock
+	$(VPY) scripts/pylock.py sync
 	touch $@
 
 # build/Makefile is written last by a configure that succeeded (redone when
