@@ -276,33 +276,66 @@ def float_bits_equal(a, b):
 
 FLOATS = ("float32", "float64", "half", "bfloat16")
 
+def f32_to_bf16(f):
+    """float32 -> bfloat16 rounded to nearest, ties to even, on the bits (the
+    rule of TF's and Eigen's bfloat16 conversion, written out so that no
+    library's choice of rounding enters the reference); NaN stays NaN."""
+    f = np.asarray(f, np.float32)
+    u = f.reshape(-1).view(np.uint32).astype(np.uint64)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = np.isnan(f.reshape(-1))
+    r[nan] = (0x7FC0 | (u[nan] >> 16) & 0x8000).astype(np.uint16)
+    return r.view(BF16).reshape(f.shape)
+
 def cast_reference(src, dst, trunc, x):
-    """NumPy's astype where IEEE / C define TF's result, and the mask of the
-    elements it covers (the others are compared with TF CPU)."""
+    """TF's result of Cast as rules stated here (not borrowed from NumPy's
+    or ml_dtypes' conversions, which changed between ml_dtypes 0.6 and 0.7),
+    and the mask of the elements the rules define (the others are compared
+    with TF CPU):
+      - to bool: x != 0 (NaN is true); from bool: 0 or 1;
+      - integer -> integer: modulo 2^bits (two's complement);
+      - integer -> float32/float64: one rounding to nearest even (C's
+        conversion); integer -> half/bfloat16: through float32, two
+        roundings (Eigen's half(int) and bfloat16(int) convert a float:
+        2^24 + 2^16 + 1 -> 2^24 + 2^16 -> bfloat16 2^24, not 2^24 + 2^17);
+      - float -> float32/float64: the exact value rounded once; float ->
+        half/bfloat16: through float32 (exact from half and bfloat16,
+        rounded from float64: 1 + 2^-11 + 2^-40 -> 1.0, not IEEE's
+        1.000977), then rounded to nearest even;
+      - float -> integer: truncation, defined only where the truncated value
+        fits: lo <= t < hi + 1, bounds exact in float64 (hi itself, e.g.
+        INT64_MAX, is not); outside, C leaves it undefined;
+      - not defined: subnormal inputs and results (TF's CPU threads flush
+        them to zero) and truncating float narrowing (Truncate=True: TF's
+        own rule)."""
     with np.errstate(all="ignore"):
-        y = x
-        if src == "float64" and dst in ("half", "bfloat16"):
-            # TF (Eigen's half and bfloat16) converts a double through float:
-            # two roundings, so 1 + 2**-11 + 2**-40 becomes 1.0, not IEEE's
-            # 1.000977. SIMDEV copies TF; the reference follows TF here.
-            y = x.astype(np.float32)
-        ref = y.astype(npt(dst)) if dst != "bool" else (x.astype(np.float64) != 0
-                                                        if src == "bfloat16" else x.astype(bool))
+        isfloat = src in FLOATS
+        v = x.astype(np.float64) if isfloat else x.astype(np.int64)
         defined = np.ones(x.shape, bool)
-        if src in FLOATS:
-            f = x.astype(np.float64)
+        if dst == "bool":
+            ref = v != 0
+        elif dst in ("half", "bfloat16"):
+            f32 = v.astype(np.float32)
+            ref = f32.astype(np.float16) if dst == "half" else f32_to_bf16(f32)
+        elif dst in FLOATS:
+            ref = v.astype(npt(dst))
+        elif not isfloat:
+            ref = x.astype(npt(dst)) if src != "bool" else v.astype(npt(dst))
+        else:
+            info = np.iinfo(npt(dst))
+            t = np.trunc(v)
+            defined &= np.isfinite(v) & (t >= float(info.min)) & (t < float(info.max + 1))
+            ref = np.where(defined, t, 0).astype(npt(dst))
+        if isfloat:
             # subnormal inputs: TF's CPU threads treat them as zero
-            defined &= ~((f != 0) & (np.abs(f) < ml_dtypes.finfo(npt(src)).tiny))
-            if dst in FLOATS:
-                if trunc and ml_dtypes.finfo(npt(dst)).bits < ml_dtypes.finfo(npt(src)).bits:
-                    defined &= False        # truncating narrowing: TF's own rule
-                r = ref.astype(np.float64)
-                # subnormal results: flushed to zero
-                defined &= ~((r != 0) & (np.abs(r) < ml_dtypes.finfo(npt(dst)).tiny))
-            elif dst != "bool":
-                lo, hi = np.iinfo(npt(dst)).min, np.iinfo(npt(dst)).max
-                t = np.trunc(f)
-                defined &= np.isfinite(f) & (t >= lo) & (t <= hi)
+            defined &= ~((v != 0) & (np.abs(v) < ml_dtypes.finfo(npt(src)).tiny))
+        if dst in FLOATS:
+            if isfloat and trunc and \
+                    ml_dtypes.finfo(npt(dst)).bits < ml_dtypes.finfo(npt(src)).bits:
+                defined &= False        # truncating narrowing: TF's own rule
+            r = ref.astype(np.float64)
+            # subnormal results: flushed to zero
+            defined &= ~((r != 0) & (np.abs(r) < ml_dtypes.finfo(npt(dst)).tiny))
     return ref, defined
 
 def cast_ambiguous(src, dst, x):
