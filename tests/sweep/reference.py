@@ -29,9 +29,10 @@ request: ("runs", [run]) where a run is ("ok", [(array, device)]) or
 case could not be rebuilt. A request None ends the child.
 
 SIMDEV_SWEEP_TEST_ABORT (tests only): a case, as the sweep names it
-("AvgPoolGrad T=float32 [bad: orig_input_shape length]"), on which every
-reference child calls os.abort() instead of running it: a crash on demand
-that no TF release can fix (tests/tf/test_sweep_reference.py).
+("AvgPoolGrad T=float32 [AvgPoolGrad VALID]"), on which the Eigen
+reference child (the one SIMDEV is judged against; not --cpu-onednn's)
+calls os.abort() instead of running it: a crash on demand that no TF
+release can fix (tests/tf/test_sweep_reference.py).
 """
 import os
 import pickle
@@ -120,7 +121,8 @@ def _last_words(f, signalled):
 
 
 class Reference:
-    """One reference child (started on first use, again after a crash).
+    """One reference child (started by the sweep at its start, again right
+    after a crash).
     submit() sends a case; result() waits for its reply: a list of runs,
     each (outputs, None) or (None, CpuError) like sweep.try_run's, or a
     Crash, or NotRebuilt. One case at a time: the sweep runs SIMDEV between
@@ -136,7 +138,7 @@ class Reference:
     def _env(self):
         env = {k: v for k, v in os.environ.items()
                if not (k.startswith("SIMDEV_") or k == "TF_PLUGGABLE_DEVICE_LIBRARY_PATH")}
-        if ABORT_ENV in os.environ:
+        if ABORT_ENV in os.environ and not self.onednn:
             env[ABORT_ENV] = os.environ[ABORT_ENV]
         env["TF_ENABLE_ONEDNN_OPTS"] = "1" if self.onednn else "0"
         env["PYTHONUNBUFFERED"] = "1"
@@ -155,13 +157,18 @@ class Reference:
         os.close(rep_w)
         self.req, self.rep = req_w, rep_r
         self.ready = False
+        self.used = False  # a request sent to this child
         self.starts += 1
 
-    def _stop(self):
+    def _stop(self, restart):
+        """Forgets a child that has exited; with `restart`, starts the next
+        one now, so that it imports TF while the sweep runs SIMDEV."""
         for fd in (self.req, self.rep):
             os.close(fd)
         self.stderr.close()
         self.proc = None
+        if restart:
+            self.start()
 
     def submit(self, request):
         if self.pending is not None:
@@ -173,6 +180,7 @@ class Reference:
         except BrokenPipeError:
             pass  # died already: result() reports it
         self.pending = request
+        self.used = True
 
     def result(self):
         assert self.pending is not None
@@ -194,12 +202,12 @@ class Reference:
             self.proc.wait()
             crash = Crash(f"hung (killed after {TIMEOUT_S:.0f} s)",
                           _last_words(self.stderr, True))
-            self._stop()
+            self._stop(restart=True)
             return crash
         if reply is None:
             how = self._death()
             crash = Crash(how, _last_words(self.stderr, self.proc.returncode < 0))
-            self._stop()
+            self._stop(restart=True)
             return crash
         if reply[0] == "build":
             return NotRebuilt(f"{reply[1]}: {reply[2]}")
@@ -216,15 +224,19 @@ class Reference:
         return f"exit status {rc}"
 
     def close(self):
-        if self.proc is not None:
-            if self.pending is not None:
-                self.result()
+        if self.proc is None:
+            return
+        if self.pending is not None:
+            self.result()
+        if not self.used:  # restarted after the last case's crash: not needed
+            self.proc.kill()  # our own child, by its handle
+        else:
             try:
                 _send(self.req, None)
             except BrokenPipeError:
                 pass
-            self.proc.wait()
-            self._stop()
+        self.proc.wait()
+        self._stop(restart=False)
 
 
 def _serve(fd_in, fd_out):
@@ -235,12 +247,6 @@ def _serve(fd_in, fd_out):
     import sweep
     from specs import SPECS
     tf.config.set_soft_device_placement(False)
-    # One thread: the sweep's cases are small, and idle TF pool threads spin
-    # for a while after each op, taking the core the sweep's SIMDEV runs need
-    # (on 2 cores that tripled the quick sweep's time). The results do not
-    # depend on it beyond the order of a sum, which the specs' bounds allow.
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
     _send(fd_out, ("ready", {"onednn": bool(_pywrap_util_port.IsMklEnabled()),
                              "tf": tf.__version__, "pid": os.getpid()}))
     abort_at = os.environ.get(ABORT_ENV)
