@@ -9,8 +9,8 @@ quick) -- specs are deterministic: their values come from
 specs_core.rng_for, keyed by shape and name -- runs it on /device:CPU:0
 and sends back the outputs (NumPy) or the error (class name, message). If
 the child dies, that one case is reported as a crash of TF CPU (its
-signal and the last line TF wrote to stderr, e.g. the failed CHECK); the
-next case starts a new child.
+signal and the last line TF wrote to stderr, e.g. the failed CHECK), and
+a new child is started at once for the cases after it.
 
 The child's environment is the sweep's with TF_ENABLE_ONEDNN_OPTS forced:
 0 for the reference SIMDEV is judged against (TF's Eigen kernels on any
@@ -46,8 +46,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ABORT_ENV = "SIMDEV_SWEEP_TEST_ABORT"
-# A safety net, not a measurement: no quick or full case takes a second;
-# a reference still running after this is reported as hung and killed.
+# A safety net for a hung kernel, not a measurement: far above any case
+# (the whole full sweep took 82 s on machine A of docs/tf-cpu-divergences.md),
+# and above TF's import, which the first case waits for. A reference still
+# running after this is reported as hung and killed.
 TIMEOUT_S = 600.0
 _LEN = struct.Struct("<Q")
 

@@ -15,7 +15,10 @@ child (reference.py) with TF_ENABLE_ONEDNN_OPTS=0: TF's Eigen kernels on
 every machine, as oneDNN's (TF's default on AVX-512 machines) crash on
 some bad inputs and differ on others. The child rebuilds each case from
 its name; if it dies, that case is reported ("cpu_reference": TF CPU
-crashed, with the signal) and the next case gets a new child. What it does:
+crashed, with the signal) and the next case gets a new child. TF CPU
+still runs here only to make inputs (tf.constant; MaxPoolGrad's spec runs
+MaxPool for its orig_output) and in Spec.prop checks (the fused
+elementwise op's unfused CPU chain). What it does:
   - reads simdev's registrations from TF's registry
     (kernels.get_all_registered_kernels(), device_type SIMDEV) and checks
     them (registry.py): no op+dtypes registered twice, none duplicating a
