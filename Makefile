@@ -140,9 +140,11 @@ test: setup
 	$(VPY) -m pytest $(PYTEST_FILES) $(PYTEST_ARGS)
 
 # The registration sweep (tests/sweep/sweep.py): every SIMDEV op and dtype
-# combination against TF CPU, bad inputs, the registry rules, docs/kernels.md
-# up to date. SWEEP_ARGS=--write-docs regenerates docs/kernels.md and
-# docs/kernel-errors.md; make test runs the quick form (tests/tf/test_sweep.py).
+# combination against TF CPU (Eigen's kernels, in a child process), bad
+# inputs, the registry rules, docs/kernels.md up to date. SWEEP_ARGS=
+# --write-docs regenerates docs/kernels.md and docs/kernel-errors.md;
+# --cpu-onednn also lists where oneDNN's CPU kernels differ from Eigen's;
+# make test runs the quick form (tests/tf/test_sweep.py).
 SWEEP_ARGS ?=
 sweep: setup
 	$(VPY) tests/sweep/sweep.py $(SWEEP_ARGS)

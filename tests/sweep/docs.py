@@ -51,7 +51,8 @@ def render_errors(rows):
              REGEN.replace("`tests/sweep/sweep.py --write-docs`",
                            "`tests/sweep/sweep.py --write-docs` (full sweep only)"), "",
              "Each op's bad-input cases (tests/sweep/specs*.py) run on SIMDEV "
-             "and on TF CPU, soft placement off; the sweep fails unless both "
+             "and on TF CPU (TF's Eigen kernels: TF_ENABLE_ONEDNN_OPTS=0, in "
+             "a process of its own), soft placement off; the sweep fails unless both "
              "raise the same error class. Messages are those of the first "
              "dtype combination (TF's function-node prefix dropped); `dtypes` "
              "counts the combinations run.", "",

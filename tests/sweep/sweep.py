@@ -5,25 +5,43 @@ dtype combination, through TF's own dispatch on SIMDEV and on CPU.
     .venv/bin/python tests/sweep/sweep.py --quick    # fewer shapes (make test)
     .venv/bin/python tests/sweep/sweep.py --write-docs   # also rewrite
                               docs/kernels.md and docs/kernel-errors.md
+    .venv/bin/python tests/sweep/sweep.py --cpu-onednn   # also list where
+                              oneDNN's CPU kernels differ from Eigen's
 
-One process, with the plugin loaded (TF loads it at import). What it does:
+Two processes. This one has the plugin loaded (TF loads it at import) and
+TF_ENABLE_ONEDNN_OPTS as the environment sets it, so simdev is tested in
+the TF its users get; it runs SIMDEV. TF CPU, the reference, runs in a
+child (reference.py) with TF_ENABLE_ONEDNN_OPTS=0: TF's Eigen kernels on
+every machine, as oneDNN's (TF's default on AVX-512 machines) crash on
+some bad inputs and differ on others. The child rebuilds each case from
+its name; if it dies, that case is reported ("cpu_reference": TF CPU
+crashed, with the signal) and the next case gets a new child. TF CPU
+still runs here only to make inputs (tf.constant; MaxPoolGrad's spec runs
+MaxPool for its orig_output) and in Spec.prop checks (the fused
+elementwise op's unfused CPU chain). What it does:
   - reads simdev's registrations from TF's registry
     (kernels.get_all_registered_kernels(), device_type SIMDEV) and checks
     them (registry.py): no op+dtypes registered twice, none duplicating a
     DEFAULT kernel, constraints and host-memory args named in the OpDef;
   - for every registered op and dtype combination, runs each case of the
     op's spec (specs.py) with tf.raw_ops in eager mode, soft placement off,
-    on /device:SIMDEV:0 twice and on /device:CPU:0 once, on the same input
-    tensors; every output must be on SIMDEV, the two SIMDEV runs must agree
-    bit for bit, and SIMDEV must match CPU (bit for bit for integers, bools
-    and data movement; within `ulps` unit roundoffs of the dtype for floats)
-    or, where CPU has no kernel, satisfy the spec's property;
+    on /device:SIMDEV:0 twice and on /device:CPU:0 once (in the reference
+    process), on the same input values; every output must be on SIMDEV,
+    the two SIMDEV runs must agree bit for bit, and SIMDEV must match CPU
+    (bit for bit for integers, bools and data movement; within `ulps` unit
+    roundoffs of the dtype for floats) or, where CPU has no kernel, satisfy
+    the spec's property (which runs in this process);
   - full sweep only: runs each case once more inside a tf.function on
     SIMDEV (graph dispatch) and compares it with the eager run;
   - runs each bad case on SIMDEV and on CPU: both must raise, the same class;
   - runs specs of ops not (yet) registered CPU against CPU, so they are
     known good when the kernel lands ("spec without registration");
-  - an op registered with no spec is "unaccounted" and fails the sweep.
+  - an op registered with no spec is "unaccounted" and fails the sweep;
+  - --cpu-onednn: a second reference process with TF_ENABLE_ONEDNN_OPTS=1
+    runs every CPU case too, and each difference from Eigen's (a crash,
+    another error class, an error where the other gives outputs, outputs
+    beyond the spec's bound) is listed ("ONEDNN" lines, the report's
+    "onednn"); these are TF's, not failures (docs/tf-cpu-divergences.md).
 Prints a summary and one line per failure; exit status 1 on any failure.
 --json FILE writes the whole report (tests/tf/test_sweep.py reads it).
 """
@@ -41,6 +59,7 @@ sys.path.insert(0, HERE)
 import numpy as np  # noqa: E402
 
 import docs  # noqa: E402
+import reference  # noqa: E402
 import registry  # noqa: E402
 from specs import SPECS  # noqa: E402
 
@@ -312,6 +331,17 @@ def applies(case, combo):
     return next(iter(combo.values()), None) in case.only
 
 
+def case_what(op, combo, case, bad=False):
+    """How the sweep names a case in its failures (and reference.py's
+    SIMDEV_SWEEP_TEST_ABORT names one)."""
+    return f"{op} {docs.combo_str(combo)} [{'bad: ' if bad else ''}{case.name}]"
+
+
+def err_name(e):
+    """An error's class name: TF CPU's (reference.CpuError) or a local one."""
+    return e.name if isinstance(e, reference.CpuError) else type(e).__name__
+
+
 def try_run(call, dev, fn=None):
     try:
         return call.run(dev, fn), None
@@ -338,13 +368,20 @@ def dlpack_roundtrip(case, combo):
 
 
 class Sweep:
-    def __init__(self, quick):
+    def __init__(self, quick, onednn=False):
         self.quick = quick
+        # TF CPU runs in child processes only (reference.py): the reference
+        # SIMDEV is judged against, TF's Eigen kernels; with --cpu-onednn
+        # also oneDNN's, compared with Eigen's (self.onednn, not failures).
+        self.cpu = reference.Reference(onednn=False)
+        self.cpu_onednn = reference.Reference(onednn=True) if onednn else None
+        self.onednn = []    # {"case", "kind", "detail"}: oneDNN differs from Eigen
         self.failures = []  # "what: why" lines
         self.by_kind = {}   # kind -> [line]: registry, unaccounted, case, bad, spec, docs
         self.counts = dict(ops=0, combos=0, cases=0, bad_cases=0, unaccounted=0,
                            spec_only=0, spec_only_cases=0, property_cases=0,
-                           graph_cases=0)
+                           graph_cases=0, cpu_references=0, cpu_crashes=0,
+                           onednn_references=0)
         self.errors = []  # rows of docs/kernel-errors.md
         self.unaccounted = []
         self.spec_only = []
@@ -357,7 +394,9 @@ class Sweep:
     def good(self, op, spec, opdef, combo, case, cpu_ref=True):
         if not cpu_ref:  # a spec without registration: its failures are the spec's
             fail = self.fail
-            self.fail = lambda w, y, kind="spec": fail(w, y, "spec")
+            # (a crash of TF CPU stays one: it is not the spec's)
+            self.fail = lambda w, y, kind="spec": fail(
+                w, y, kind if kind == "cpu_reference" else "spec")
             try:
                 return self._good(op, spec, opdef, combo, case, cpu_ref)
             finally:
@@ -365,34 +404,28 @@ class Sweep:
         return self._good(op, spec, opdef, combo, case, cpu_ref)
 
     def _good(self, op, spec, opdef, combo, case, cpu_ref):
-        what = f"{op} {docs.combo_str(combo)} [{case.name}]"
+        what = case_what(op, combo, case)
         try:
             call = Call(op, opdef, combo, case)
         except Exception as e:
             self.fail(what, f"spec could not build its inputs: {type(e).__name__}: {e}",
                       "spec")
             return
-        dev = SIM if cpu_ref else CPU
-        r1, e1 = try_run(call, dev)
-        if e1 is not None:
-            self.fail(what, f"{dev} raised {type(e1).__name__}: {short(str(e1))}")
-            return
-        r2, e2 = try_run(call, dev)
-        if e2 is not None:
-            self.fail(what, f"second run raised {type(e2).__name__}: {short(str(e2))}")
-            return
-        for i, ((a, d), (b, _)) in enumerate(zip(r1, r2)):
-            if cpu_ref and "SIMDEV:0" not in d:
-                self.fail(what, f"output {i} on {d!r}, not SIMDEV")
-            if spec.compare_outputs is not None and i not in spec.compare_outputs:
-                continue  # implementation-defined output (Spec.compare_outputs)
-            if not bits_equal(a, b):
-                self.fail(what, f"output {i}: two runs differ (not deterministic)")
-        if not cpu_ref:
-            return
-        if not self.quick:
+        # TF CPU's runs (one, or two for a spec without registration) go to
+        # the reference process; SIMDEV runs here meanwhile.
+        self.submit(op, combo, case, False, runs=1 if cpu_ref else 2)
+        r1 = self.twice(what, spec, SIM, lambda i: try_run(call, SIM)) if cpu_ref else None
+        if r1 is not None and not self.quick:
             self.graph(what, spec, call, r1)
-        rc, ec = try_run(call, CPU, spec.cpu_op and (lambda **kw: spec.cpu_op(call.fn, kw)))
+        cpu = self.collect(what, spec)
+        if cpu is None:
+            return
+        if not cpu_ref:  # CPU against CPU
+            self.twice(what, spec, CPU, lambda i: cpu[i])
+            return
+        if r1 is None:
+            return
+        rc, ec = cpu[0]
         if ec is not None:
             if placement_error(str(ec)) and spec.prop is None:
                 self.fail(what, "TF CPU has no kernel for this case and the spec "
@@ -405,7 +438,7 @@ class Sweep:
                 except Exception as e:
                     self.fail(what, f"property: {type(e).__name__}: {short(str(e))}")
             elif not placement_error(str(ec)):
-                self.fail(what, f"CPU raised {type(ec).__name__} where SIMDEV did not: "
+                self.fail(what, f"CPU raised {ec.name} where SIMDEV did not: "
                                 f"{short(str(ec))}")
             return
         if len(rc) != len(r1):
@@ -420,6 +453,95 @@ class Sweep:
             why = compare(a, b, spec)
             if why:
                 self.fail(what, f"output {i}: {why}")
+
+    def twice(self, what, spec, dev, run):
+        """A case's two runs on `dev` (run(i) -> (outputs, error)): the first
+        run's outputs when both ran, gave the same bits and, on SIMDEV, stayed
+        on SIMDEV; else None, the failure recorded."""
+        r1, e1 = run(0)
+        if e1 is not None:
+            self.fail(what, f"{dev} raised {err_name(e1)}: {short(str(e1))}")
+            return None
+        r2, e2 = run(1)
+        if e2 is not None:
+            self.fail(what, f"second run raised {err_name(e2)}: {short(str(e2))}")
+            return None
+        for i, ((a, d), (b, _)) in enumerate(zip(r1, r2)):
+            if dev == SIM and "SIMDEV:0" not in d:
+                self.fail(what, f"output {i} on {d!r}, not SIMDEV")
+            if spec.compare_outputs is not None and i not in spec.compare_outputs:
+                continue  # implementation-defined output (Spec.compare_outputs)
+            if not bits_equal(a, b):
+                self.fail(what, f"output {i}: two runs differ (not deterministic)")
+        return r1
+
+    def submit(self, op, combo, case, bad, runs=1):
+        """Sends a case to the CPU reference process(es); collect() waits."""
+        req = (op, combo, bad, case.name, self.quick, runs)
+        self.cpu.submit(req)
+        if self.cpu_onednn is not None:
+            self.cpu_onednn.submit(req)
+
+    def collect(self, what, spec):
+        """The reference's runs of the submitted case [(outputs, CpuError)],
+        or None when there are none (a crash of TF CPU's process, recorded:
+        the case is lost, the sweep goes on with a new process)."""
+        got = self.cpu.result()
+        if self.cpu_onednn is not None:
+            self.vs_onednn(what, spec, got, self.cpu_onednn.result())
+        if isinstance(got, reference.Crash):
+            self.counts["cpu_crashes"] += 1
+            self.fail(what, f"TF CPU (Eigen) crashed: {got}. Record it in "
+                            f"docs/tf-cpu-divergences.md with its reproduction and judge "
+                            f"the case otherwise (Spec.cpu_op)", "cpu_reference")
+            return None
+        if isinstance(got, reference.NotRebuilt):
+            self.fail(what, f"the CPU reference process could not rebuild the case "
+                            f"(specs must be deterministic, case names unique): {got}",
+                      "spec")
+            return None
+        self.counts["cpu_references"] += 1
+        return got
+
+    def vs_onednn(self, what, spec, eigen, onednn):
+        """--cpu-onednn: where oneDNN's CPU kernel (first run) differs from
+        Eigen's: a crash, an error where the other gives outputs, another
+        error class, outputs beyond the spec's bound (sweep.compare)."""
+        self.counts["onednn_references"] += 1
+
+        def note(kind, detail, **more):
+            self.onednn.append(dict(case=what, kind=kind, detail=detail, **more))
+        if isinstance(onednn, reference.Crash):
+            note("crash", str(onednn), signal=onednn.how, last=onednn.last)
+            return
+        if not isinstance(eigen, list) or not isinstance(onednn, list):
+            return  # nothing to compare with (reported as the sweep's failure)
+        (re_, ee), (ro, eo) = eigen[0], onednn[0]
+        if ee is not None and eo is not None:
+            if ee.name != eo.name:
+                note("error class", f"oneDNN raised {eo.name} ({short(str(eo))}), Eigen "
+                                    f"{ee.name} ({short(str(ee))})")
+        elif ee is not None:
+            note("accepts", f"oneDNN gave outputs, Eigen raised {ee.name} ({short(str(ee))})")
+        elif eo is not None:
+            note("raises", f"oneDNN raised {eo.name} ({short(str(eo))}), Eigen gave outputs")
+        elif len(ro) != len(re_):
+            note("outputs", f"{len(ro)} outputs, Eigen {len(re_)}")
+        else:
+            for i, ((a, _), (b, _)) in enumerate(zip(ro, re_)):
+                if spec.compare_outputs is not None and i not in spec.compare_outputs:
+                    why = None if (a.dtype, a.shape) == (b.dtype, b.shape) else \
+                        f"{a.dtype}{list(a.shape)} vs CPU {b.dtype}{list(b.shape)}"
+                else:
+                    why = compare(a, b, spec)
+                if why:  # (compare's "CPU" is Eigen here)
+                    note("outputs", f"output {i}: oneDNN vs Eigen: "
+                                    f"{why.replace('vs CPU', 'vs Eigen')}")
+
+    def close(self):
+        for ref in (self.cpu, self.cpu_onednn):
+            if ref is not None:
+                ref.close()
 
     def graph(self, what, spec, call, eager):
         """The case once more inside a tf.function (TF's graph dispatch:
@@ -448,7 +570,7 @@ class Sweep:
                 self.fail(what, f"inside tf.function, output {i} vs eager: {why}")
 
     def bad(self, op, opdef, combo, case, cpu_only=False):
-        what = f"{op} {docs.combo_str(combo)} [bad: {case.name}]"
+        what = case_what(op, combo, case, bad=True)
         try:
             call = Call(op, opdef, combo, case)
         except Exception as e:
@@ -458,25 +580,30 @@ class Sweep:
                       "spec")
             return None
         spec = SPECS.get(op)
-        _, ec = try_run(call, CPU, spec and spec.cpu_op and (lambda **kw: spec.cpu_op(call.fn, kw)))
+        self.submit(op, combo, case, True)
+        es = None if cpu_only else try_run(call, SIM)[1]
+        cpu = self.collect(what, spec)
+        if cpu is None:
+            return None
+        ec = cpu[0][1]
         if ec is None:
             self.fail(what, "TF CPU accepted the bad input (fix the spec)", "spec")
             return None
         if cpu_only:
             return None
-        _, es = try_run(call, SIM)
         row = {"op": op, "case": case.name, "combo": docs.combo_str(combo),
-               "cpu": [type(ec).__name__, short(str(ec))],
+               "cpu": [ec.name, short(str(ec))],
                "sim": [type(es).__name__ if es else "", short(str(es)) if es else ""]}
-        row["same"] = bool(es) and type(es) is type(ec) and not placement_error(str(es))
+        row["same"] = bool(es) and type(es).__name__ == ec.name and \
+            not placement_error(str(es))
         if es is None:
             self.fail(what, f"SIMDEV accepted the bad input; CPU raised "
-                            f"{type(ec).__name__}: {short(str(ec))}", "bad")
+                            f"{ec.name}: {short(str(ec))}", "bad")
         elif placement_error(str(es)):
             self.fail(what, f"SIMDEV raised a placement error: {short(str(es))}", "bad")
-        elif type(es) is not type(ec):
+        elif type(es).__name__ != ec.name:
             self.fail(what, f"SIMDEV raised {type(es).__name__} ({short(str(es))}), CPU "
-                            f"{type(ec).__name__} ({short(str(ec))})", "bad")
+                            f"{ec.name} ({short(str(ec))})", "bad")
         # that the device still works after the error is shown by the cases
         # that run after this one
         return row
@@ -529,7 +656,7 @@ class Sweep:
             self.errors.append({"op": op, "case": "-", "no_bad": spec.no_bad})
 
     def dlpack(self, op, combo, case):
-        what = f"{op} {docs.combo_str(combo)} [{case.name}]"
+        what = case_what(op, combo, case)
         try:
             runs, x = dlpack_roundtrip(case, combo)
         except Exception as e:
@@ -569,12 +696,27 @@ def main():
     ap.add_argument("--write-docs", action="store_true",
                     help="rewrite docs/kernels.md and docs/kernel-errors.md")
     ap.add_argument("--ops", help="only these ops (comma-separated), for debugging")
+    ap.add_argument("--cpu-onednn", action="store_true",
+                    help="also run every CPU reference with oneDNN's kernels "
+                         "(TF_ENABLE_ONEDNN_OPTS=1) and list where they differ from "
+                         "Eigen's (docs/tf-cpu-divergences.md); not failures")
     args = ap.parse_args()
     t0 = time.time()
+    sweep = Sweep(args.quick, onednn=args.cpu_onednn)
+    try:
+        return run(args, sweep, t0)
+    finally:
+        sweep.close()
+
+
+def run(args, sweep, t0):
+    # the reference processes import TF while this one does
+    sweep.cpu.start()
+    if sweep.cpu_onednn is not None:
+        sweep.cpu_onednn.start()
     import tensorflow as tf
     tf.config.set_soft_device_placement(False)
     reg = registry.read()
-    sweep = Sweep(args.quick)
     for msg in registry.check(reg):
         sweep.fail("registry", msg, "registry")
     only = set(args.ops.split(",")) if args.ops else None
@@ -602,21 +744,36 @@ def main():
     c["unaccounted"] = len(sweep.unaccounted)
     c["failures"] = len(sweep.failures)
     c["seconds"] = round(time.time() - t0, 1)
+    refs = {"eigen": sweep.cpu, "onednn": sweep.cpu_onednn}
+    ref_info = {k: dict(r.info or {}, starts=r.starts) for k, r in refs.items() if r}
+    if ref_info["eigen"].get("onednn"):
+        sweep.fail("CPU reference", "oneDNN is on in the Eigen reference process "
+                   "(TF_ENABLE_ONEDNN_OPTS=0 did not turn it off)", "cpu_reference")
+        c["failures"] = len(sweep.failures)
     print(f"sweep ({'quick' if args.quick else 'full'}): {c['ops']} ops, {c['combos']} dtype "
           f"combinations, {c['cases']} cases ({c['property_cases']} by property), "
           f"{c['graph_cases']} also in tf.function, {c['bad_cases']} bad-input cases; unaccounted {c['unaccounted']} (must be 0); "
           f"{c['spec_only']} specs without registration ({c['spec_only_cases']} CPU-vs-CPU "
           f"cases); {c['failures']} failures; {c['seconds']} s")
+    done = {"eigen": f"{c['cpu_references']} cases answered, {c['cpu_crashes']} crashes",
+            "onednn": f"{c['onednn_references']} cases, {len(sweep.onednn)} differ from Eigen"}
+    for k, info in ref_info.items():
+        print(f"CPU reference ({k}): TF {info.get('tf', '?')} in a child process, oneDNN "
+              f"{'on' if info.get('onednn') else 'off'}, started {info['starts']} time(s); "
+              f"{done[k]}")
     if sweep.unaccounted:
         print("unaccounted:", ", ".join(sweep.unaccounted))
     print("specs without registration:", ", ".join(sweep.spec_only) or "none")
+    for d in sweep.onednn:
+        print(f"ONEDNN {d['case']}: {d['kind']}: {d['detail']}")
     for f in sweep.failures:
         print("FAIL", f)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"counts": c, "failures": sweep.failures, "by_kind": sweep.by_kind,
                        "unaccounted": sweep.unaccounted, "spec_only": sweep.spec_only,
-                       "errors": sweep.errors}, f, indent=1)
+                       "errors": sweep.errors, "cpu_reference": ref_info,
+                       "onednn": sweep.onednn}, f, indent=1)
     sys.stdout.flush()
     return 1 if sweep.failures else 0
 

@@ -1,7 +1,11 @@
 """The quick form of the registration sweep (tests/sweep/sweep.py --quick),
-in one TF subprocess: every op simdev registers, every registered dtype
-combination, fewer shapes than `make sweep`; the registry rules; and
-docs/kernels.md up to date with TF's registry.
+in one TF subprocess with the plugin (SIMDEV, TF_ENABLE_ONEDNN_OPTS as the
+environment sets it) and its TF CPU reference in a child of that
+(TF_ENABLE_ONEDNN_OPTS=0: Eigen's kernels on any machine; a crash there
+costs one case, tests/tf/test_sweep_reference.py): every op simdev
+registers, every registered dtype combination, fewer shapes than `make
+sweep`; the registry rules; and docs/kernels.md up to date with TF's
+registry.
 
 Each test asserts on one kind of failure the sweep reports, so a wrong
 kernel, a missing spec, a registry rule and stale docs fail separately.
@@ -59,6 +63,15 @@ def test_every_case_matches_cpu_on_simdev_deterministically(report):
 def test_bad_inputs_raise_like_cpu(report):
     assert report["counts"]["bad_cases"] > 0, report["summary"]
     _none(report, "bad", "bad inputs where SIMDEV did not raise TF CPU's error class")
+
+
+def test_cpu_reference_ran_eigen_without_crashing(report):
+    # the reference is TF's Eigen CPU kernels whatever the machine's default
+    info = report["cpu_reference"]["eigen"]
+    assert info["onednn"] is False, info
+    assert report["counts"]["cpu_references"] >= report["counts"]["bad_cases"] > 0, \
+        report["summary"]
+    _none(report, "cpu_reference", "cases on which TF CPU's (Eigen) process died")
 
 
 def test_specs_are_sound(report):
