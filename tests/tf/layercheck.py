@@ -19,7 +19,8 @@ which OpenBLAS kernel simdev calls, or on oneDNN:
   poolings, Rescaling): gamma_K * sum|terms|, K the reduction length of
   that result (reduction_lengths), sum|terms| computed exactly by the same
   layer in float64 with |weights| on |inputs| and |g| (for a layer linear
-  in each argument that is precisely sum |a| |b| over the products);
+  in each argument that is precisely sum |a| |b| over the products), plus
+  flush_floor for kernels that flush subnormals to zero (TF CPU does);
 - data movement (Concatenate, ZeroPadding2D, Reshape, relu, relu6): exact;
 - library functions (sigmoid, silu, softmax): LIBM_ULPS ulps per call,
   propagated through the formula (act_bounds);
@@ -56,6 +57,20 @@ TINY = 4 * tiny(F32)
 # (they are <= t times the kept ones: SECOND_ORDER covers t <= 0.01).
 BN_MAX_T = 0.01
 SECOND_ORDER = 1.1
+
+def flush_floor(k, factor):
+    """Subnormals: TF's CPU threads flush subnormal inputs and results to
+    zero (FTZ/DAZ), other kernels need not. Each flush moves a product by
+    at most tiny x its other factor (<= `factor`, the largest magnitude of
+    the layer's inputs, weights and g) or a partial sum by tiny; a result
+    of k terms has at most 2k of them."""
+    return (2 * k + 4) * tiny(F32) * (1 + factor)
+
+
+def largest(*arrays):
+    return max(float(np.max(np.abs(a))) if np.size(a) else 0.0
+               for a in arrays)
+
 
 LINEAR = {"Conv2D", "DepthwiseConv2D", "Dense", "Add", "Multiply",
           "AveragePooling2D", "GlobalAveragePooling2D", "Rescaling"}
@@ -105,12 +120,15 @@ def clone(layer, shapes, dtype, device, weights, **override):
 
 def run(fn, xs, variables, g, device):
     """fn(inputs) on `device` and the gradients of sum(g * output) with
-    respect to the inputs and `variables`: (y, [dx], [dw]) as NumPy."""
+    respect to the inputs and `variables`: (y, [dx], [dw], devices), NumPy.
+    g: an array, or a function of the output's shape giving one."""
     with tf.device(device):
         ts = [tf.constant(a) for a in xs]
         with tf.GradientTape() as tape:
             tape.watch(ts)
             y = fn(ts)
+        if callable(g):
+            g = g(tuple(y.shape))
         grads = tape.gradient(y, ts + list(variables),
                               output_gradients=tf.constant(g, y.dtype))
     devs = [y.device] + [t.device for t in grads if t is not None]
@@ -149,8 +167,9 @@ def reduction_lengths(layer, xs, y):
         return ph * pw + 1, [-(-ph // sh) * -(-pw // sw) + 2], []
     if kind == "GlobalAveragePooling2D":
         return xs[0].shape[1] * xs[0].shape[2] + 1, [2], []
-    if kind == "Rescaling":  # x * scale + offset
-        return 2, [1], []
+    if kind == "Rescaling":
+        # x * scale + offset, scale and offset rounded to float32 first
+        return 4, [2], []
     raise AssertionError(f"no reduction lengths for {kind}")
 
 
@@ -201,7 +220,8 @@ def bn_bounds(layer, x, g, weights):
     With the exact mean mu, variance v, r = 1 / sqrt(v + eps):
       e_mu = gamma_{n+1} mean|x|        (the sum and the division)
       e_v  = gamma_{n+4} (mean x^2 + mu^2) + 2 |mu| e_mu + 2 e_mu^2
-      t    = e_v / (v + eps) + u        (the computed var + eps, relative)
+      t    = e_v / (v + eps) + 2 u      (the computed var + eps, relative;
+                                         eps itself rounded to float32)
       rho  = t + (2 L + 2) u            (rsqrt: |(1+t)^-1/2 - 1| <= |t|,
                                          L ulps, times gamma)
     and every result's error is what these errors and its own roundings
@@ -221,7 +241,7 @@ def bn_bounds(layer, x, g, weights):
     e_mu = gamma(n + 1, F32) * np.abs(x).mean(ax)
     e_v = (gamma(n + 4, F32) * ((x * x).mean(ax) + mu * mu)
            + 2 * amu * e_mu + 2 * e_mu ** 2)
-    t = e_v / (v + layer.epsilon) + U
+    t = e_v / (v + layer.epsilon) + 2 * U  # + eps, eps rounded to float32
     rho = t + (2 * L + 2) * U
     a = np.abs(x) + amu
     fwd = gam * r * (e_mu + a * (rho + 4 * U)) + 2 * U * beta
@@ -232,9 +252,12 @@ def bn_bounds(layer, x, g, weights):
                     + (gamma(n + 2, F32) + rho + 2 * U) * G / n
                     + r * r / n * (e_dinv * d + T * (e_mu + d * (3 * rho + 4 * U))))
     dw = {"gamma": r * (e_dinv + rho * T), "beta": sum_bound(G, n, F32)}
+    # flushed subnormals (flush_floor), carried through r and the var path
+    fl = flush_floor(n, largest(x, gs, gam, beta)) * (1 + gam * r) * \
+        (1 + r * r * largest(x, gs))
     k = SECOND_ORDER
-    return (k * fwd + TINY, k * dx + TINY,
-            [k * dw[nm] + TINY for nm in names], float(t.max()))
+    return (k * fwd + fl, k * dx + fl,
+            [k * dw[nm] + fl for nm in names], float(t.max()))
 
 
 def normalization_bounds(layer, x, g):
@@ -275,8 +298,8 @@ def maxpool_check(layer, x, g, y, dx):
     elem = compare_to_ref(res, np.zeros_like(res),
                           cap + sum_bound(mag, k, F32))
     tied = float(np.sum(np.where(cnt > 1, g, 0)))
-    total = compare_to_ref(np.sum(res), tied,
-                           float(sum_bound(np.sum(mag), x.size + k, F32)))
+    total = compare_to_ref(np.sum(res), tied, float(
+        (gamma(k, F32) + gamma(x.size, F64)) * np.sum(mag)) + TINY)
     worst = max((elem, total), key=lambda r: r["ratio"])
     return {"y": compare_to_ref(y, m, TINY), "dx0": dict(
         worst, ties=int(np.sum(cnt > 1)), ok=elem["ok"] and total["ok"])}
@@ -321,26 +344,32 @@ def check_layer(layer, xs, rng):
     shp = [a.shape for a in xs]
     row = {"layer": layer.name, "kind": kind, "sim": {}, "cpu": {},
            "devices": []}
-    with tf.device(SIM):  # the layer's real output, for the split below
-        y_real = layer(xs if len(xs) > 1 else xs[0], training=True).numpy()
-    g = rng.standard_normal(y_real.shape).astype(np.float32)
-    g[g == 0] = 1.0  # dropout_check reads the mask from dx != 0
+    drawn = []
+
+    def upstream(shape):  # one fixed random g per layer, drawn once
+        if not drawn:
+            g = rng.standard_normal(shape).astype(np.float32)
+            g[g == 0] = 1.0  # dropout_check reads the mask from dx != 0
+            drawn.append(g)
+        return drawn[0]
 
     def both(fn_sim, fn_cpu, ins, vs_sim, vs_cpu, up):
         s = run(fn_sim, ins, vs_sim, up, SIM)
         row["devices"] += s[3]
         return s, run(fn_cpu, ins, vs_cpu, up, CPU)
 
-    def pack(r, wnames, prefix=""):
-        d = {prefix + "y": r[0]}
-        d.update({f"{prefix}dx{i}": a for i, a in enumerate(r[1])})
-        d.update({prefix + "d" + nm: a for nm, a in zip(wnames, r[2])})
+    def pack(r, wnames, fwd="y"):
+        # y: the output, dx<i>: gradient of input i, d<weight>: of a weight
+        d = {fwd: r[0]}
+        d.update({f"dx{i}": a for i, a in enumerate(r[1])})
+        d.update({"d" + nm: a for nm, a in zip(wnames, r[2])})
         return d
 
     if kind in ("Dropout", "MaxPooling2D"):
         s, c = both(call(layer), call(clone(layer, shp, F32, CPU, [])), xs,
-                    [], [], g)
+                    [], [], upstream)
         chk = dropout_check if kind == "Dropout" else maxpool_check
+        g = upstream(None)
         row["sim"] = chk(layer, xs[0], g, s[0], s[1][0])
         row["cpu"] = chk(layer, xs[0], g, c[0], c[1][0])
         return row
@@ -348,34 +377,40 @@ def check_layer(layer, xs, rng):
     split = act != "linear" and kind not in ("Activation", "ReLU")
     if split:  # the activation stage first, on SIMDEV's own pre-activation
         row["kind"] += ":" + act
+        with tf.device(SIM):  # the layer's real output
+            y_real = layer(xs[0], training=True).numpy()
         lin = clone(layer, shp, F32, SIM, weights, activation="linear")
         with tf.device(SIM):
             z = lin(xs[0], training=True).numpy()
         fn = keras.activations.get(act)
         sa, ca = both(lambda ts: fn(ts[0]), lambda ts: fn(ts[0]), [z],
-                      [], [], g)
+                      [], [], upstream)
+        g = upstream(None)
         ra = run(lambda ts: fn(ts[0]), [z.astype(F64)], [], g.astype(F64),
                  CPU)
         fb, db = act_bounds(act, z, g, ra[0])
-        judge(row, pack(sa, []), pack(ra, []), {"y": fb, "dx0": db}, "sim")
-        judge(row, pack(ca, []), pack(ra, []), {"y": fb, "dx0": db}, "cpu")
+        stage = lambda r: {"y": r[0], "dz": r[1][0]}  # noqa: E731
+        judge(row, stage(sa), stage(ra), {"y": fb, "dz": db}, "sim")
+        judge(row, stage(ca), stage(ra), {"y": fb, "dz": db}, "cpu")
         same = np.array_equal(sa[0], y_real)
         row["sim"]["split"] = {"ok": bool(same), "ratio": 0.0 if same else
                                float("inf"), "mismatch": "" if same else
                                "layer output != activation(linear part)"}
-        g, prefix, extra = sa[1][0], "z.", {"activation": "linear"}
+        # the linear stage: output z, upstream SIMDEV's own dz
+        g, fwd, extra = sa[1][0], "z", {"activation": "linear"}
     else:
-        lin, prefix, extra = layer, "", {}
+        lin, fwd, extra, g = layer, "y", {}, upstream
     cpu = clone(layer, shp, F32, CPU, weights, **extra)
     ref = clone(layer, shp, F64, CPU, weights, **extra)
     s, c = both(call(lin), call(cpu), xs, lin.trainable_weights,
                 cpu.trainable_weights, g)
+    g = upstream(None) if callable(g) else g
     r = run(call(ref), [a.astype(F64) for a in xs], ref.trainable_weights,
             g.astype(F64), CPU)
-    refs = pack(r, wnames, prefix)
+    refs = pack(r, wnames, fwd)
     if kind == "BatchNormalization":
         fb, db, wb, row["t"] = bn_bounds(layer, xs[0], g, weights)
-        bounds = pack((fb, [db], wb), wnames, prefix)
+        bounds = pack((fb, [db], wb), wnames)
     elif kind == "Normalization":
         fb, db = normalization_bounds(layer, xs[0], g)
         bounds = {"y": fb, "dx0": db}
@@ -394,12 +429,14 @@ def check_layer(layer, xs, rng):
         m = run(call(mag), [np.abs(a).astype(F64) for a in xs],
                 mag.trainable_weights, np.abs(g).astype(F64), CPU)
         kf, kx, kw = reduction_lengths(layer, xs, s[0])
-        bounds = pack((sum_bound(m[0], kf, F32),
-                       [sum_bound(a, k, F32) for a, k in zip(m[1], kx)],
-                       [sum_bound(a, k, F32) for a, k in zip(m[2], kw)]),
-                      wnames, prefix)
-    judge(row, pack(s, wnames, prefix), refs, bounds, "sim")
-    judge(row, pack(c, wnames, prefix), refs, bounds, "cpu")
+        big = largest(g, *xs, *weights)
+
+        def b(a, k):
+            return sum_bound(a, k, F32) + flush_floor(k, big)
+        bounds = pack((b(m[0], kf), [b(a, k) for a, k in zip(m[1], kx)],
+                       [b(a, k) for a, k in zip(m[2], kw)]), wnames, fwd)
+    judge(row, pack(s, wnames, fwd), refs, bounds, "sim")
+    judge(row, pack(c, wnames, fwd), refs, bounds, "cpu")
     return row
 
 
