@@ -25,10 +25,12 @@ default Grappler configuration.
     step is well-conditioned: at batch 4 every training-mode BatchNorm
     normalises at least 4 values per channel (the last blocks run at 1x1);
     at batch 2 DenseNet121's ran on 2 values, whose normalised outputs are
-    +-1 whatever the inputs, so their input gradient is pure rounding noise
-    and the two devices' updated weights differed by up to 105x that
-    estimate on a machine where TF CPU ran oneDNN (simdev issue 26), with
-    neither side wrong ((b) holds there).
+    nearly +-1 whatever the inputs, so their input gradient is mostly
+    rounding noise, and the two devices' updated weights differed by up to
+    105x that estimate on a machine where TF CPU ran oneDNN (simdev issue
+    26), with neither side wrong. (b) needs no such assumption, and checks
+    it: a BatchNorm whose bound had to be given up (layercheck's BN_MAX_T)
+    fails it.
 
 One subprocess per model does (a), (c) and then (b); the coverage report
 test at the end runs examples/coverage_report.py on one small model.
@@ -39,7 +41,6 @@ import re
 import subprocess
 import sys
 import time
-
 import warnings
 
 import numpy as np
@@ -50,7 +51,8 @@ from conftest import TFCPUDivergence
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 # Batch 4: every training-mode BatchNorm sees >= 4 values per channel (see
-# the module docstring; 64x64 at batch 2 would give 8 at twice the cost).
+# the module docstring); 64x64 at batch 2 would give 8, but with twice the
+# pixels per step, in test_models.py, one of make test's slowest files.
 BATCH = 4
 MODELS = ["MobileNetV2", "ResNet50", "EfficientNetB0", "DenseNet121"]
 
