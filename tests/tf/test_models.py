@@ -324,6 +324,7 @@ def test_step_matches_cpu_soft_placement_off(runs, name):
             failed.append(f"{row['name']}: |SIMDEV-CPU| {row['diff']:.3g} > "
                           f"bound {bound:.3g} (sensitivity {row['sens']:.3g}, "
                           f"scale {row['scale']:.3g})")
+    print(f"{name}: worst |SIMDEV-CPU|/bound {worst:.3g}")  # pytest -rP
     assert not failed, f"{name}: {len(failed)} tensors differ (worst " \
         f"|SIMDEV-CPU|/bound {worst:.3g}):\n" + "\n".join(failed[:20])
 
@@ -354,6 +355,11 @@ def test_layers_match_float64_soft_placement_off(runs, name):
            for r in rows for k, rep in r["sim_bad"].items()]
     assert not bad, f"{name}: {len(bad)} SIMDEV results outside the " \
         f"float64 bound:\n" + "\n".join(bad[:20])
+    worst = {who: max((v for r in rows for v in r[who].values()), default=0)
+             for who in ("sim", "cpu")}
+    print(f"{name}: {len(rows)} layers, max |error|/bound: SIMDEV "
+          f"{worst['sim']:.3g}, TF CPU {worst['cpu']:.3g}; BatchNorm t <= "
+          f"{t:.3g}")  # pytest -rP
     cpu = [f"{r['layer']} ({r['kind']}) {k}: ratio {rep.get('ratio'):.3g} "
            f"{rep.get('worst', rep.get('mismatch'))}"
            for r in rows for k, rep in r["cpu_bad"].items()]
