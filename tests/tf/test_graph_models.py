@@ -1,8 +1,8 @@
 """Whole training steps with simdev's graph passes on and off.
 
 The Keras CNN and MLP of examples/training.py (Adam) and MobileNetV2 of the
-coverage models (tests/tf/test_models.py: keras.applications, weights=None,
-32x32x3, batch 2, SGD) train a few steps on SIMDEV twice in one child
+coverage models (tests/tf/test_models.py's keras.applications model,
+weights=None, 32x32x3, SGD; batch 2 here, 4 there) train a few steps on SIMDEV twice in one child
 process: once with the plugin optimizer on (simdev's passes, the default)
 and once with it off (RewriterConfig.use_plugin_optimizers, read when TF
 instantiates a function: each run has its own tf.function, instantiated
