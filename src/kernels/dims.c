@@ -37,8 +37,8 @@ int sk_dims_check(const int64_t* d, int nd, size_t elsize, int64_t* n,
   for (int i = 0; i < nd; i++) {
     if (d[i] < 0) {
       if (len > 0)
-        snprintf(msg, len, "Dimension %d of shape %s is %lld: must be >= 0",
-                 i, sk_dims_str(d, nd, b, sizeof(b)), (long long)d[i]);
+        snprintf(msg, len, "Dimension %d of shape %s is %lld: must be >= 0", i,
+                 sk_dims_str(d, nd, b, sizeof(b)), (long long)d[i]);
       return SIM_EINVAL;
     }
     /* TF's order: once a partial product overflowed, a later 0 does not

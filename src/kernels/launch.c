@@ -275,8 +275,8 @@ bool sk_input_shape(sk_launch* l, int i, sk_shape* out) {
 TF_Tensor* sk_output_forward(sk_launch* l, int i, const int* candidates,
                              int ncandidates, const sk_shape* shape) {
   if (!sk_ok(l)) return NULL;
-  if (!shape_ok(l, shape, TF_DataTypeSize(TF_ExpectedOutputDataType(l->ctx, i))))
-    return NULL;
+  size_t es = TF_DataTypeSize(TF_ExpectedOutputDataType(l->ctx, i));
+  if (!shape_ok(l, shape, es)) return NULL;
   TF_Status* st = l->st;
   int forwarded = -1;
   TF_Tensor* t = TF_ForwardInputOrAllocateOutput(

@@ -234,7 +234,8 @@ static void mm_launch(sk_launch* l, const mm_attrs* at, TF_Tensor* x,
   out.d[out.nd - 2] = tmp.m;
   out.d[out.nd - 1] = tmp.n;
   /* The batch dims lead: a valid count makes nb * m fit int64 too. */
-  if (!sk_shape_count(l, &out) || !blas_dims_ok(l, tmp.nb * tmp.m, tmp.n, tmp.k))
+  if (!sk_shape_count(l, &out) ||
+      !blas_dims_ok(l, tmp.nb * tmp.m, tmp.n, tmp.k))
     return;
   TF_Tensor* c = sk_output(l, 0, &out);
   if (at->fused &&

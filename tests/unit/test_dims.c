@@ -143,9 +143,9 @@ static void strings(void** state) {
 
 int main(int argc, char** argv) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(counts),  cmocka_unit_test(zeros_follow_tf),
+      cmocka_unit_test(counts),    cmocka_unit_test(zeros_follow_tf),
       cmocka_unit_test(negatives), cmocka_unit_test(bytes),
-      cmocka_unit_test(add_mul), cmocka_unit_test(strides),
+      cmocka_unit_test(add_mul),   cmocka_unit_test(strides),
       cmocka_unit_test(strings),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);
