@@ -285,8 +285,8 @@ static bn_args* new_args(sk_launch* l, const bn_state* st, const sk_shape* xs,
   int64_t per = a->c * a->inner;
   a->chunk = per >= 16384 ? 1 : 16384 / (per ? per : 1);
   a->nchunks = (a->outer + a->chunk - 1) / a->chunk;
-  a->part = sk_temp(l, (size_t)(a->nchunks * 2 * a->c) * sizeof(double));
-  a->stats = sk_temp(l, (size_t)(4 * a->c) * sizeof(double));
+  a->part = sk_temp_n(l, a->nchunks * 2 * a->c, sizeof(double));
+  a->stats = sk_temp_n(l, 4 * a->c, sizeof(double));
   return sk_ok(l) ? a : NULL;
 }
 

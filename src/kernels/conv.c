@@ -181,7 +181,7 @@ static bool window_attr(TF_OpKernelConstruction* c, const skc_attrs* at,
                         int64_t* w) {
   int64_t v[8];
   int n = 0;
-  if (!sk_attr_ints(c, name, v, 8, &n)) return false;
+  if (!sk_attr_int32s(c, name, v, 8, &n)) return false;
   if (n != 4) {
     sk_construction_fail(c, TF_INVALID_ARGUMENT,
                          "Sliding window %s field must specify 4 dimensions",

@@ -164,7 +164,7 @@ static void bp_input_compute(sk_launch* l, void* state) {
     }
     xs = (sk_shape){4, {ys.d[0], v[0], v[1], fs.d[2]}, 0};
   }
-  xs.n = xs.d[0] * xs.d[1] * xs.d[2] * xs.d[3];
+  if (!sk_shape_count(l, &xs)) return; /* input_sizes: TF CPU's first check */
   sa_conv_geom g;
   if (!bp_geometry(l, at, &xs, &fs, &ys, &g)) return;
   TF_Tensor* dx = sk_output(l, 0, &xs);
@@ -186,7 +186,8 @@ static void bp_filter_compute(sk_launch* l, void* state) {
   TF_Tensor* dy = sk_input(l, 2);
   sk_shape xs, ys;
   if (dy == NULL || !sk_shape_of(l, x, &xs) || !sk_shape_of(l, dy, &ys)) return;
-  sk_shape fs = {4, {v[0], v[1], v[2], v[3]}, v[0] * v[1] * v[2] * v[3]};
+  sk_shape fs = {4, {v[0], v[1], v[2], v[3]}, 0};
+  if (!sk_shape_count(l, &fs)) return; /* filter_sizes: TF CPU's first check */
   sa_conv_geom g;
   if (!bp_geometry(l, at, &xs, &fs, &ys, &g)) return;
   TF_Tensor* df = sk_output(l, 0, &fs);

@@ -157,7 +157,9 @@ typedef struct sk_cw_bcast {
 } sk_cw_bcast;
 
 /* NumPy/TF broadcasting of x against y: the output shape and the plan.
- * Returns false (launch untouched) if the shapes are incompatible. */
+ * Returns false (launch untouched) if the shapes are incompatible. An output
+ * shape TF would refuse (sk_dims.h) gets out->n = -1 and no plan: the
+ * caller's sk_output then fails the launch. */
 bool sk_cw_bcast_shapes(const sk_shape* x, const sk_shape* y, sk_shape* out,
                         sk_cw_bcast* plan);
 /* The plan for operands already padded to out's rank (each dimension of x

@@ -214,7 +214,7 @@ static void bias_grad_compute(sk_launch* l, void* state) {
   a->c = v[1];
   a->s = v[2];
   bgrad_blocks(a);
-  a->part = sk_temp(l, (size_t)(a->nb * a->sb * a->c) * sizeof(double));
+  a->part = sk_temp_n(l, a->nb * a->sb * a->c, sizeof(double));
   if (a->part == NULL) return;
   sk_work(l, bgrad_run, "BiasAddGrad");
 }

@@ -112,7 +112,6 @@ bool sk_cw_bcast_shapes(const sk_shape* x, const sk_shape* y, sk_shape* out,
   int nd = x->nd > y->nd ? x->nd : y->nd;
   sk_shape px = {.nd = nd}, py = {.nd = nd};
   out->nd = nd;
-  out->n = 1;
   for (int k = 0; k < nd; k++) {
     int ix = k - (nd - x->nd), iy = k - (nd - y->nd);
     int64_t dx = ix >= 0 ? x->d[ix] : 1, dy = iy >= 0 ? y->d[iy] : 1;
@@ -120,7 +119,14 @@ bool sk_cw_bcast_shapes(const sk_shape* x, const sk_shape* y, sk_shape* out,
     px.d[k] = dx;
     py.d[k] = dy;
     out->d[k] = dx == 1 ? dy : dx;
-    out->n *= out->d[k];
+  }
+  /* Two empty operands can broadcast to more than 2**63 - 1 elements
+   * ([2**32,1,0] and [1,2**32,0]): no plan then, and n = -1, which
+   * sk_output refuses with InvalidArgument. */
+  if (sk_dims_check(out->d, nd, 0, &out->n, NULL, 0) != SIM_OK) {
+    out->n = -1;
+    *plan = (sk_cw_bcast){0};
+    return true;
   }
   px.n = x->n;
   py.n = y->n;

@@ -138,7 +138,6 @@ static void selectv2_compute(sk_launch* l, void* state) {
   for (int q = 0; q < SEL_OPS; q++)
     if (s[q].nd > nd) nd = s[q].nd;
   out.nd = nd;
-  out.n = 1;
   for (int q = 0; q < SEL_OPS; q++) pad_to(&s[q], nd, &p[q]);
   for (int k = 0; k < nd; k++) {
     int64_t d = 1;
@@ -159,8 +158,8 @@ static void selectv2_compute(sk_launch* l, void* state) {
       return;
     }
     out.d[k] = d;
-    out.n *= d;
   }
+  if (!sk_shape_count(l, &out)) return; /* empty inputs can overflow it */
   sel_launch(l, in, p, &out, "SelectV2");
 }
 

@@ -267,12 +267,15 @@ static bool geometry(sk_launch* l, const dw_state* st, const int64_t xd[4],
 }
 
 static sk_shape shape4(bool nchw, int64_t n, int64_t h, int64_t w, int64_t c) {
-  sk_shape s = {4, {n, h, w, c}, n * h * w * c};
+  sk_shape s = {4, {n, h, w, c}, 0};
   if (nchw) {
     s.d[1] = c;
     s.d[2] = h;
     s.d[3] = w;
   }
+  /* Sizes may come from input_sizes / filter_sizes: -1 when TF would
+   * refuse the shape (sk_output then fails the launch). */
+  if (sk_dims_check(s.d, 4, 0, &s.n, NULL, 0) != SIM_OK) s.n = -1;
   return s;
 }
 
@@ -456,7 +459,7 @@ static void bpf_compute(sk_launch* l, void* state) {
   /* Blocks of channels keep every task's sums (cb * M) small and give the
    * workers enough tasks when the filter has few taps. */
   a->cb = 32;
-  a->acc = sk_temp(l, (size_t)fs.n * sizeof(double));
+  a->acc = sk_temp_n(l, fs.n, sizeof(double));
   if (!sk_ok(l)) return;
   sk_work(l, bpf_run, "DepthwiseConv2dNativeBackpropFilter");
 }
@@ -467,7 +470,7 @@ static bool window4(TF_OpKernelConstruction* c, const char* name,
                     int64_t v[4]) {
   int n = 0;
   int64_t buf[8];
-  if (!sk_attr_ints(c, name, buf, 8, &n)) return false;
+  if (!sk_attr_int32s(c, name, buf, 8, &n)) return false;
   if (n != 4) {
     sk_construction_fail(c, TF_INVALID_ARGUMENT,
                          "Sliding window %s field must specify 4 dimensions",

@@ -157,10 +157,8 @@ static void plan_perm(ein_perm* p, const char* src, const int64_t* sd, int n,
                       const char* order) {
   int64_t st[EIN_MAX];
   int64_t s = 1;
-  for (int i = n - 1; i >= 0; i--) {
-    st[i] = s;
-    s *= sd[i];
-  }
+  sk_dims_strides(sd, n, st); /* sd: an operand's or the output's dims */
+  for (int i = 0; i < n; i++) s *= sd[i];
   p->nd = n;
   p->n = s;
   p->identity = true;
@@ -212,18 +210,24 @@ static void ein_compute(sk_launch* l, void* state) {
       return;
     }
   }
-  int64_t nbat = 1, m = 1, n = 1, k = 1;
-  for (int i = 0; i < st->nbat; i++)
-    nbat *= label_dim(st, &as, &bs, st->bat[i]);
-  for (int i = 0; i < st->nm; i++) m *= label_dim(st, &as, &bs, st->m[i]);
-  for (int i = 0; i < st->nn; i++) n *= label_dim(st, &as, &bs, st->n[i]);
-  for (int i = 0; i < st->nk; i++) k *= label_dim(st, &as, &bs, st->k[i]);
   sk_shape cs = {st->nc, {0}, 1};
-  for (int i = 0; i < st->nc; i++) {
+  for (int i = 0; i < st->nc; i++)
     cs.d[i] = label_dim(st, &as, &bs, st->lc[i]);
-    cs.n *= cs.d[i];
-  }
-  if (m > INT_MAX || n > INT_MAX || k > INT_MAX) {
+  if (!sk_shape_count(l, &cs)) return;
+  /* Products of dims of valid shapes, but not necessarily of leading ones
+   * (an empty operand's need not fit int64): an overflow counts as too
+   * large for BLAS. */
+  int64_t nbat = 1, m = 1, n = 1, k = 1;
+  bool big = false;
+  for (int i = 0; i < st->nbat; i++)
+    big |= !sk_mul_ok(nbat, label_dim(st, &as, &bs, st->bat[i]), &nbat);
+  for (int i = 0; i < st->nm; i++)
+    big |= !sk_mul_ok(m, label_dim(st, &as, &bs, st->m[i]), &m);
+  for (int i = 0; i < st->nn; i++)
+    big |= !sk_mul_ok(n, label_dim(st, &as, &bs, st->n[i]), &n);
+  for (int i = 0; i < st->nk; i++)
+    big |= !sk_mul_ok(k, label_dim(st, &as, &bs, st->k[i]), &k);
+  if (big || m > INT_MAX || n > INT_MAX || k > INT_MAX) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "simdev: Einsum matrix dimensions exceed the BLAS interface's int "
             "range");
@@ -262,9 +266,9 @@ static void ein_compute(sk_launch* l, void* state) {
   for (int i = 0; i < st->nc; i++) gd[i] = label_dim(st, &as, &bs, oc[i]);
   plan_perm(&a->pc, oc, gd, st->nc, st->lc);
   size_t es = a->es;
-  if (!a->pa.identity && a->pa.n > 0) a->ta = sk_temp(l, (size_t)a->pa.n * es);
-  if (!a->pb.identity && a->pb.n > 0) a->tb = sk_temp(l, (size_t)a->pb.n * es);
-  if (!a->pc.identity) a->tc = sk_temp(l, (size_t)cs.n * es);
+  if (!a->pa.identity && a->pa.n > 0) a->ta = sk_temp_n(l, a->pa.n, es);
+  if (!a->pb.identity && a->pb.n > 0) a->tb = sk_temp_n(l, a->pb.n, es);
+  if (!a->pc.identity) a->tc = sk_temp_n(l, cs.n, es);
   if (!sk_ok(l)) return;
   sk_work(l, ein_run, "Einsum");
 }

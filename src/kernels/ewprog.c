@@ -280,9 +280,18 @@ bool sk_ewprog_broadcast(int nin, const int* rank,
       int i = j - (nd - rank[k]);
       if (i >= 0 && dims[k][i] == d) full[j] |= 1u << k;
     }
-    n *= d;
+    /* TF's rule (kernels/sk_dims.h): once a partial product overflows,
+     * the shape stays refused, whatever follows. */
+    if (n >= 0 && __builtin_mul_overflow(n, d, &n)) n = -1;
   }
   *out_rank = nd;
+  if (n < 0) { /* more than 2**63 - 1 elements: no plan */
+    plan->nin = nin;
+    plan->nd = 1;
+    plan->n = -1;
+    plan->d[0] = 0;
+    return true;
+  }
   /* Collapse: size-1 dims vanish, neighbours with one pattern merge. */
   int m = 0;
   uint32_t pat[SK_EWPROG_MAX_DIMS];

@@ -101,7 +101,10 @@ typedef struct sk_ewprog_plan {
 /* Broadcasts nin shapes (input k: rank[k] <= SK_EWPROG_MAX_DIMS dims in
  * dims[k]) into the output shape (*out_rank, out_dims) and plan. Returns
  * true, or false when two inputs do not broadcast: *bad_a and *bad_b are
- * then the first pair of inputs whose dimensions conflict. */
+ * then the first pair of inputs whose dimensions conflict. Empty inputs can
+ * broadcast to a shape of more than 2**63 - 1 elements ([2**32,1,0] and
+ * [1,2**32,0]): then plan->n is -1 and the plan is not filled in (the
+ * kernel's sk_output refuses that shape). */
 bool sk_ewprog_broadcast(int nin, const int* rank,
                          const int64_t (*dims)[SK_EWPROG_MAX_DIMS],
                          int* out_rank, int64_t* out_dims, sk_ewprog_plan* plan,

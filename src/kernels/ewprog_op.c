@@ -112,7 +112,7 @@ static void ew_compute(sk_launch* l, void* state) {
             sk_shape_str(&xs[bad_b], sb, sizeof(sb)), bad_a, bad_b);
     return;
   }
-  zs.n = a->plan.n;
+  zs.n = a->plan.n; /* -1: too many elements, refused by sk_output */
   /* Output before the inputs are held: TF forwards an input buffer only
    * while the executor holds its one reference (sk.h). */
   int cand[SK_EWPROG_MAX_INPUTS], ncand = 0;

@@ -146,7 +146,7 @@ static void gather_compute(sk_launch* l, void* state) {
   for (int i = 0; i < axis; i++) os.d[os.nd++] = xs.d[i];
   for (int i = (int)bd; i < is.nd; i++) os.d[os.nd++] = is.d[i];
   for (int i = (int)axis + 1; i < xs.nd; i++) os.d[os.nd++] = xs.d[i];
-  skm_shape_count(&os);
+  sk_shape_count(l, &os);
   TF_Tensor* y = sk_output(l, 0, &os);
   gather_args* a = sk_args(l, sizeof(*a));
   if (!sk_ok(l)) return;
@@ -277,7 +277,7 @@ static void onehot_compute(sk_launch* l, void* state) {
       suffix *= is.d[j];
     j++;
   }
-  skm_shape_count(&os);
+  sk_shape_count(l, &os);
   TF_Tensor* y = sk_output(l, 0, &os);
   onehot_args* a = sk_args(l, sizeof(*a));
   if (!sk_ok(l) || os.n == 0) return;
@@ -425,7 +425,7 @@ static void arg_compute(sk_launch* l, bool min) {
     else
       inner *= xs.d[i];
   }
-  skm_shape_count(&os);
+  sk_shape_count(l, &os);
   TF_Tensor* y = sk_output(l, 0, &os);
   arg_args* a = sk_args(l, sizeof(*a));
   if (!sk_ok(l) || os.n == 0) return;
@@ -542,7 +542,7 @@ static void segsum_compute(sk_launch* l, void* state) {
     os.d[1 + i - is.nd] = xs.d[i];
     inner *= xs.d[i];
   }
-  skm_shape_count(&os);
+  sk_shape_count(l, &os);
   TF_Tensor* y = sk_output(l, 0, &os);
   segsum_args* a = sk_args(l, sizeof(*a));
   if (!sk_ok(l)) return;

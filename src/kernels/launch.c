@@ -171,13 +171,7 @@ bool sk_shape_of(sk_launch* l, const TF_Tensor* t, sk_shape* out) {
 }
 
 const char* sk_shape_str(const sk_shape* s, char* buf, size_t len) {
-  size_t k = 0;
-  k += (size_t)snprintf(buf + k, len - k, "[");
-  for (int i = 0; i < s->nd && k < len; i++)
-    k += (size_t)snprintf(buf + k, len - k, i ? ",%lld" : "%lld",
-                          (long long)s->d[i]);
-  if (k < len) snprintf(buf + k, len - k, "]");
-  return buf;
+  return sk_dims_str(s->d, s->nd, buf, len);
 }
 
 bool sk_shape_eq(const sk_shape* a, const sk_shape* b) {
@@ -185,6 +179,64 @@ bool sk_shape_eq(const sk_shape* a, const sk_shape* b) {
   for (int i = 0; i < a->nd; i++)
     if (a->d[i] != b->d[i]) return false;
   return true;
+}
+
+/* The one check of a shape before TF sees it (sk.h): rank, dims, element
+ * count, bytes (elsize 0: not checked), and the kernel's own count. */
+static bool shape_ok(sk_launch* l, const sk_shape* s, size_t elsize) {
+  if (s->nd < 0 || !sk_rank_ok(l, s->nd, NULL)) {
+    if (sk_ok(l)) sk_fail(l, TF_INTERNAL, "simdev: shape of rank %d", s->nd);
+    return false;
+  }
+  char msg[480];
+  int64_t n = 0;
+  int rc = sk_dims_check(s->d, s->nd, elsize, &n, msg, sizeof(msg));
+  if (rc != SIM_OK) {
+    sk_fail(l, rc == SIM_ENOMEM ? TF_RESOURCE_EXHAUSTED : TF_INVALID_ARGUMENT,
+            "%s", msg);
+    return false;
+  }
+  if (n != s->n) {
+    char b[SK_MAX_DIMS * 24 + 8];
+    sk_fail(l, TF_INTERNAL,
+            "simdev: a kernel counted %lld elements in shape %s, not %lld",
+            (long long)s->n, sk_shape_str(s, b, sizeof(b)), (long long)n);
+    return false;
+  }
+  return true;
+}
+
+bool sk_shape_count(sk_launch* l, sk_shape* s) {
+  if (!sk_ok(l)) return false;
+  char msg[480];
+  int64_t n = 0;
+  int rc = sk_dims_check(s->d, s->nd, 0, &n, msg, sizeof(msg));
+  if (rc != SIM_OK) {
+    sk_fail(l, TF_INVALID_ARGUMENT, "%s", msg);
+    return false;
+  }
+  s->n = n;
+  return true;
+}
+
+static bool size_op(sk_launch* l, bool ok, int64_t a, int64_t b, char op,
+                    const char* what) {
+  if (ok) return true;
+  sk_fail(l, TF_INVALID_ARGUMENT, "%s: %lld %c %lld overflows int64",
+          what ? what : "size", (long long)a, op, (long long)b);
+  return false;
+}
+
+bool sk_size_add(sk_launch* l, int64_t a, int64_t b, int64_t* out,
+                 const char* what) {
+  if (!sk_ok(l)) return false;
+  return size_op(l, sk_add_ok(a, b, out), a, b, '+', what);
+}
+
+bool sk_size_mul(sk_launch* l, int64_t a, int64_t b, int64_t* out,
+                 const char* what) {
+  if (!sk_ok(l)) return false;
+  return size_op(l, sk_mul_ok(a, b, out), a, b, '*', what);
 }
 
 /* ---- inputs, outputs, scratch ------------------------------------------ */
@@ -223,6 +275,8 @@ bool sk_input_shape(sk_launch* l, int i, sk_shape* out) {
 TF_Tensor* sk_output_forward(sk_launch* l, int i, const int* candidates,
                              int ncandidates, const sk_shape* shape) {
   if (!sk_ok(l)) return NULL;
+  size_t es = TF_DataTypeSize(TF_ExpectedOutputDataType(l->ctx, i));
+  if (!shape_ok(l, shape, es)) return NULL;
   TF_Status* st = l->st;
   int forwarded = -1;
   TF_Tensor* t = TF_ForwardInputOrAllocateOutput(
@@ -235,7 +289,8 @@ TF_Tensor* sk_output_forward(sk_launch* l, int i, const int* candidates,
 TF_Tensor* sk_output(sk_launch* l, int i, const sk_shape* shape) {
   if (!sk_ok(l)) return NULL;
   TF_DataType dt = TF_ExpectedOutputDataType(l->ctx, i);
-  size_t bytes = (size_t)shape->n * TF_DataTypeSize(dt);
+  if (!shape_ok(l, shape, TF_DataTypeSize(dt))) return NULL;
+  size_t bytes = (size_t)shape->n * TF_DataTypeSize(dt); /* checked */
   TF_Status* st = l->st;
   TF_Tensor* t =
       TF_AllocateOutput(l->ctx, i, dt, shape->d, shape->nd, bytes, st);
@@ -246,6 +301,11 @@ TF_Tensor* sk_output(sk_launch* l, int i, const sk_shape* shape) {
 
 void* sk_temp(sk_launch* l, size_t bytes) {
   if (!sk_ok(l) || bytes == 0) return NULL;
+  if (bytes > (size_t)INT64_MAX) { /* TF's dims are int64 */
+    sk_fail(l, TF_RESOURCE_EXHAUSTED,
+            "simdev: scratch of %zu bytes: more than 2**63 - 1", bytes);
+    return NULL;
+  }
   int64_t dims[1] = {(int64_t)bytes};
   TF_AllocatorAttributes attr = {TF_ALLOCATOR_ATTRIBUTES_STRUCT_SIZE, 0};
   TF_Status* st = l->st;
@@ -256,9 +316,23 @@ void* sk_temp(sk_launch* l, size_t bytes) {
   return hold(l, t) ? sim_mem_alias(TF_TensorData(t)) : NULL;
 }
 
+void* sk_temp_n(sk_launch* l, int64_t count, size_t elsize) {
+  int64_t bytes;
+  if (!sk_ok(l)) return NULL;
+  if (count < 0 || elsize > (size_t)INT64_MAX ||
+      !sk_mul_ok(count, (int64_t)elsize, &bytes)) {
+    sk_fail(l, TF_RESOURCE_EXHAUSTED,
+            "simdev: scratch of %lld elements of %zu bytes: more than "
+            "2**63 - 1 bytes",
+            (long long)count, elsize);
+    return NULL;
+  }
+  return sk_temp(l, (size_t)bytes);
+}
+
 void sk_output_alias(sk_launch* l, int i, const TF_Tensor* from,
                      TF_DataType dtype, const sk_shape* shape) {
-  if (!sk_ok(l)) return;
+  if (!sk_ok(l) || !shape_ok(l, shape, TF_DataTypeSize(dtype))) return;
   int64_t empty[1] = {0};
   TF_Tensor* to = TF_AllocateTensor(dtype, empty, 1, 0);
   if (to == NULL) {
@@ -574,6 +648,19 @@ bool sk_attr_ints(TF_OpKernelConstruction* c, const char* name, int64_t* out,
     *count = list_size;
   }
   return attr_status(c, st);
+}
+
+bool sk_attr_int32s(TF_OpKernelConstruction* c, const char* name,
+                    int64_t* out, int max, int* count) {
+  if (!sk_attr_ints(c, name, out, max, count)) return false;
+  for (int i = 0; i < *count; i++) {
+    if (out[i] >= INT32_MIN && out[i] <= INT32_MAX) continue;
+    sk_construction_fail(c, TF_INVALID_ARGUMENT,
+                         "Attr %s has value %lld out of range for an int32",
+                         name, (long long)out[i]);
+    return false;
+  }
+  return true;
 }
 
 /* ---- registration ------------------------------------------------------- */

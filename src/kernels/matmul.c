@@ -199,10 +199,13 @@ static bool broadcast_batch(sk_launch* l, const sk_shape* x, const sk_shape* y,
     a->bdim[d] = e;
     a->astr[d] = ex == 1 ? 0 : sa;
     a->bstr[d] = ey == 1 ? 0 : sb;
-    sa *= ex;
-    sb *= ey;
+    /* Unsigned: these may wrap for an empty operand or an output that
+     * mm_launch's sk_shape_count then refuses; they are used only when
+     * neither happened, and then they fit int64. */
+    sa = (int64_t)((uint64_t)sa * (uint64_t)ex);
+    sb = (int64_t)((uint64_t)sb * (uint64_t)ey);
     out->d[d] = e;
-    a->nb *= e;
+    a->nb = (int64_t)((uint64_t)a->nb * (uint64_t)e);
   }
   out->nd = nbd + 2;
   return true;
@@ -230,8 +233,10 @@ static void mm_launch(sk_launch* l, const mm_attrs* at, TF_Tensor* x,
   tmp.k = kx;
   out.d[out.nd - 2] = tmp.m;
   out.d[out.nd - 1] = tmp.n;
-  out.n = tmp.nb * tmp.m * tmp.n;
-  if (!blas_dims_ok(l, tmp.nb * tmp.m, tmp.n, tmp.k)) return;
+  /* The batch dims lead: a valid count makes nb * m fit int64 too. */
+  if (!sk_shape_count(l, &out) ||
+      !blas_dims_ok(l, tmp.nb * tmp.m, tmp.n, tmp.k))
+    return;
   TF_Tensor* c = sk_output(l, 0, &out);
   if (at->fused &&
       !skf_bias(l, 2, tmp.n, &out, &at->fx, TF_TensorType(x), &tmp.epi))
@@ -255,9 +260,9 @@ static void mm_launch(sk_launch* l, const mm_attrs* at, TF_Tensor* x,
     a->na = xs->n;
     a->nbe = ys->n;
     a->nc = out.n;
-    a->a = sk_temp(l, (size_t)xs->n * 4);
-    a->b = sk_temp(l, (size_t)ys->n * 4);
-    a->c = sk_temp(l, (size_t)out.n * 4);
+    a->a = sk_temp_n(l, xs->n, 4);
+    a->b = sk_temp_n(l, ys->n, 4);
+    a->c = sk_temp_n(l, out.n, 4);
     if (!sk_ok(l)) return;
   }
   a->ta = at->ta;

@@ -88,35 +88,19 @@ static void* bitcast_create(TF_OpKernelConstruction* c) {
 
 /* ---- shared helpers, Fill, ZerosLike, OnesLike --------------------------- */
 
-void skm_shape_count(sk_shape* s) {
-  s->n = 1;
-  for (int i = 0; i < s->nd; i++) s->n *= s->d[i];
-}
-
 bool skm_read_dims(sk_launch* l, const TF_Tensor* t, sk_shape* o) {
   int64_t k = TF_TensorElementCount(t);
   if (!sk_rank_ok(l, k, "the requested shape")) return false;
   o->nd = (int)k;
-  bool overflow = false;
-  int64_t n = 1;
   for (int i = 0; i < o->nd; i++) {
     o->d[i] = sk_index_at(t, i);
-    if (o->d[i] < 0) {
+    if (o->d[i] < 0) { /* TF's wording for a requested shape */
       sk_fail(l, TF_INVALID_ARGUMENT, "Dimension %lld must be >= 0",
               (long long)o->d[i]);
       return false;
     }
-    if (__builtin_mul_overflow(n, o->d[i], &n)) overflow = true;
   }
-  if (overflow) {
-    char b[SK_MAX_DIMS * 24 + 8];
-    sk_fail(l, TF_INVALID_ARGUMENT,
-            "Shape %s would have more than 2**63 - 1 elements",
-            sk_shape_str(o, b, sizeof(b)));
-    return false;
-  }
-  skm_shape_count(o);
-  return true;
+  return sk_shape_count(l, o); /* the element count, checked */
 }
 
 /* ---- Fill, ZerosLike, OnesLike ------------------------------------------- */

@@ -1,8 +1,8 @@
 /*
  * misc.h - what the files of the misc (data movement) kernel family share:
- * misc.c (metadata-only ops, fills and Cast) defines skm_shape_count and
- * skm_read_dims; slice.c (Slice, StridedSlice and its gradient) defines the
- * strided copy engine that pad.c (Pad, MirrorPad) and split.c (Split,
+ * misc.c (metadata-only ops, fills and Cast) defines skm_read_dims;
+ * slice.c (Slice, StridedSlice and its gradient) defines the strided copy
+ * engine that pad.c (Pad, MirrorPad) and split.c (Split,
  * SplitV, Unpack) also use; shape_ops.c (Transpose, Tile, ...), gather.c
  * and scatter.c use the misc.c helpers. Each file registers its own ops
  * (sk.h). Not part of the sk_ framework.
@@ -14,8 +14,6 @@
 
 #define SKM_GRAIN (1 << 15) /* elements per parallel chunk, roughly */
 
-/* misc.c: sets s->n from s->d. */
-void skm_shape_count(sk_shape* s);
 /* misc.c: a host vector of dimension sizes (Fill's dims, BroadcastTo's
  * shape) into *o: rank <= SK_MAX_DIMS, sizes >= 0, element count within
  * int64; fails the launch with TF's messages otherwise. */

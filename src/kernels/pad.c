@@ -75,14 +75,6 @@ static bool read_paddings(sk_launch* l, const TF_Tensor* pt, const sk_shape* in,
   return true;
 }
 
-static void strides_of(const sk_shape* s, int64_t* st) {
-  int64_t v = 1;
-  for (int i = s->nd - 1; i >= 0; i--) {
-    st[i] = v;
-    v *= s->d[i];
-  }
-}
-
 /* ---- Pad, PadV2 ------------------------------------------------------------
  */
 
@@ -125,14 +117,11 @@ static void pad_compute(sk_launch* l, void* state) {
   }
   if (!read_paddings(l, pt, &xs, kPad, before, after)) return;
   os.nd = xs.nd;
-  for (int i = 0; i < xs.nd; i++) {
-    if (__builtin_add_overflow(xs.d[i], before[i], &os.d[i]) ||
-        __builtin_add_overflow(os.d[i], after[i], &os.d[i])) {
-      sk_fail(l, TF_INVALID_ARGUMENT, "Pad output dimension %d overflows", i);
+  for (int i = 0; i < xs.nd; i++)
+    if (!sk_size_add(l, xs.d[i], before[i], &os.d[i], "Pad output dimension") ||
+        !sk_size_add(l, os.d[i], after[i], &os.d[i], "Pad output dimension"))
       return;
-    }
-  }
-  skm_shape_count(&os);
+  sk_shape_count(l, &os);
   bool nopad = true;
   for (int i = 0; i < xs.nd; i++) nopad &= before[i] == 0 && after[i] == 0;
   if (nopad) { /* TF forwards the input */
@@ -145,8 +134,8 @@ static void pad_compute(sk_launch* l, void* state) {
   size_t es = TF_DataTypeSize(TF_TensorType(x));
   if (v2) memcpy(a->value, sk_data(cv), es);
   int64_t xst[SK_MAX_DIMS], ost[SK_MAX_DIMS];
-  strides_of(&xs, xst);
-  strides_of(&os, ost);
+  sk_strides(&xs, xst);
+  sk_strides(&os, ost);
   a->s.x = sk_data(x);
   a->s.y = sk_mdata(y);
   a->s.es = es;
@@ -299,12 +288,18 @@ static void mirror_compute(sk_launch* l, void* state, bool grad) {
   os.nd = xs.nd;
   for (int i = 0; i < xs.nd; i++) {
     if (!grad) {
-      os.d[i] = xs.d[i] + before[i] + after[i];
+      if (!sk_size_add(l, xs.d[i], before[i], &os.d[i], "MirrorPad output") ||
+          !sk_size_add(l, os.d[i], after[i], &os.d[i], "MirrorPad output"))
+        return;
       continue;
     }
     /* MirrorPadGrad: the forward op's limits, on its output (the unpadded
-     * shape), with TF CPU's messages. */
-    int64_t b = before[i], a = after[i], total = b + a, o = xs.d[i] - total;
+     * shape), with TF CPU's messages; their numbers wrap as TF CPU's do
+     * (in unsigned arithmetic: no undefined overflow), and any shape that
+     * gets past them has 0 <= o < xs.d[i]. */
+    int64_t b = before[i], a = after[i];
+    int64_t total = (int64_t)((uint64_t)b + (uint64_t)a);
+    int64_t o = (int64_t)((uint64_t)xs.d[i] - (uint64_t)total);
     if (total >= xs.d[i]) {
       sk_fail(l, TF_INVALID_ARGUMENT,
               "Total paddings must be less than the input dimension size: "
@@ -328,7 +323,7 @@ static void mirror_compute(sk_launch* l, void* state, bool grad) {
     }
     os.d[i] = o;
   }
-  skm_shape_count(&os);
+  sk_shape_count(l, &os);
   TF_Tensor* y = sk_output(l, 0, &os);
   mirror_args* a = sk_args(l, sizeof(*a));
   if (!sk_ok(l) || os.n == 0) return;
@@ -342,7 +337,7 @@ static void mirror_compute(sk_launch* l, void* state, bool grad) {
    * of the two is the op's input. */
   const sk_shape* padded = grad ? &xs : &os;
   const sk_shape* plain = grad ? &os : &xs;
-  strides_of(grad ? padded : plain, a->xst);
+  sk_strides(grad ? padded : plain, a->xst);
   for (int i = 0; i < xs.nd; i++) {
     a->xd[i] = plain->d[i];
     a->yd[i] = padded->d[i];

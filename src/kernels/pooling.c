@@ -377,7 +377,7 @@ static void max_grad_compute(sk_launch* l, void* state) {
   pool_args* a = sk_args(l, sizeof(*a));
   if (!sk_ok(l) || xs.n == 0) return;
   if (ys.n > 0) {
-    a->am = sk_temp(l, (size_t)ys.n * sizeof(int64_t));
+    a->am = sk_temp_n(l, ys.n, sizeof(int64_t));
     if (a->am == NULL) return;
   }
   a->g = g;
@@ -408,7 +408,6 @@ static void avg_grad_compute(sk_launch* l, void* state) {
   }
   const int32_t* d = sk_data(shape);
   xs.nd = 4;
-  xs.n = 1;
   for (int i = 0; i < 4; i++) {
     if (d[i] < 0) {
       sk_fail(l, TF_INVALID_ARGUMENT, "Expected a non-negative size, got %d",
@@ -416,8 +415,8 @@ static void avg_grad_compute(sk_launch* l, void* state) {
       return;
     }
     xs.d[i] = d[i];
-    xs.n *= d[i];
   }
+  if (!sk_shape_count(l, &xs)) return; /* orig_input_shape: any int32s */
   if (!pool_geometry(l, st, xs.d, &g)) return;
   sk_shape ys = pool_out_shape(&g);
   if (!pool_expect(l, dy, "grad", &ys)) return;
@@ -439,8 +438,8 @@ static bool pool_read_attrs(TF_OpKernelConstruction* c, pool_state* st) {
   int64_t k[8], s[8];
   int nk = 0, ns = 0;
   char pad[16], fmt[16];
-  if (!sk_attr_ints(c, "ksize", k, 8, &nk) ||
-      !sk_attr_ints(c, "strides", s, 8, &ns) ||
+  if (!sk_attr_int32s(c, "ksize", k, 8, &nk) ||
+      !sk_attr_int32s(c, "strides", s, 8, &ns) ||
       !sk_attr_string(c, "padding", pad, sizeof(pad)) ||
       !sk_attr_string(c, "data_format", fmt, sizeof(fmt)))
     return false;

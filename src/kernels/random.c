@@ -57,8 +57,6 @@ static bool read_shape(sk_launch* l, const TF_Tensor* t, sk_shape* o) {
   }
   if (!sk_rank_ok(l, ts.d[0], "the requested shape")) return false;
   o->nd = (int)ts.d[0];
-  int64_t n = 1;
-  bool overflow = false;
   for (int i = 0; i < o->nd; i++) {
     o->d[i] = sk_index_at(t, i);
     if (o->d[i] < 0) {
@@ -66,16 +64,8 @@ static bool read_shape(sk_launch* l, const TF_Tensor* t, sk_shape* o) {
               (long long)o->d[i]);
       return false;
     }
-    if (__builtin_mul_overflow(n, o->d[i], &n)) overflow = true;
   }
-  if (overflow) {
-    sk_fail(l, TF_INVALID_ARGUMENT,
-            "Shape %s would have more than 2**63 - 1 elements",
-            sk_shape_str(o, b, sizeof(b)));
-    return false;
-  }
-  o->n = n;
-  return true;
+  return sk_shape_count(l, o); /* TF's wording for too many elements */
 }
 
 /* A seed input: shape [2], int32 or int64 (TF's message for the shape). */

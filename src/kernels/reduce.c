@@ -418,7 +418,7 @@ static void red_compute(sk_launch* l, void* state) {
   }
   red_plan(a, &s, red);
   if (a->nrb > 1) {
-    a->part = sk_temp(l, (size_t)(a->O * a->nrb * a->K) * sizeof(red_acc));
+    a->part = sk_temp_n(l, a->O * a->nrb * a->K, sizeof(red_acc));
     if (a->part == NULL) return;
   }
   sk_work(l, red_run, st->name);

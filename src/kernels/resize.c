@@ -248,6 +248,10 @@ static void rs_compute(sk_launch* l, void* state) {
     if (orig == NULL || !sk_shape_of(l, orig, &ogs) ||
         !rank4(l, &is, "input_grad") || !rank4(l, &ogs, "original_image"))
       return;
+    if (ogs.d[1] <= 0 || ogs.d[2] <= 0) { /* TF CPU's check */
+      sk_fail(l, TF_INVALID_ARGUMENT, "original dimensions must be positive");
+      return;
+    }
     tmp.out_dt = TF_TensorType(orig);
     tmp.n = is.d[0];
     tmp.oh = is.d[1];
@@ -257,7 +261,7 @@ static void rs_compute(sk_launch* l, void* state) {
     tmp.iw = ogs.d[2];
     os = (sk_shape){4, {tmp.n, tmp.ih, tmp.iw, tmp.c}, 0};
   }
-  os.n = os.d[0] * os.d[1] * os.d[2] * os.d[3];
+  if (!sk_shape_count(l, &os)) return; /* size comes from a tensor */
   TF_Tensor* out = sk_output(l, 0, &os);
   if (!sk_ok(l) || os.n == 0) return;
   rs_args* a = sk_args(l, sizeof(*a));
@@ -268,7 +272,7 @@ static void rs_compute(sk_launch* l, void* state) {
   a->in = sk_data(in);
   a->out = sk_mdata(out);
   if (st->op == RS_BILINEAR_GRAD || st->op == RS_NEAREST_GRAD) {
-    a->acc = sk_temp(l, (size_t)os.n * sizeof(double));
+    a->acc = sk_temp_n(l, os.n, sizeof(double));
     if (!sk_ok(l)) return;
   }
   static const char* const kLabels[] = {

@@ -123,6 +123,12 @@ static void scatter_launch(sk_launch* l, TF_Tensor* src, TF_Tensor* it,
   if (!sk_shape_of(l, it, &is) || !sk_shape_of(l, ut, &us) ||
       !scatter_shapes(l, &is, &us, os))
     return;
+  if (TF_TensorType(it) == TF_INT32 && os->nd > 0 && os->d[0] > INT32_MAX) {
+    sk_fail(l, TF_INVALID_ARGUMENT, /* TF CPU's check and words */
+            "params_shape[0] too large for int32 indexing: %lld > %d",
+            (long long)os->d[0], INT32_MAX);
+    return;
+  }
   if (os->n == 0 && is.n > 0) { /* TF CPU's check */
     sk_fail(l, TF_INVALID_ARGUMENT,
             "Indices and updates specified for empty output shape");

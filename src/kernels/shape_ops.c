@@ -180,6 +180,9 @@ static void gather_run(sk_launch* l, void* args) {
 static void gather_launch(sk_launch* l, TF_Tensor* x, const sk_shape* xs,
                           const sk_shape* os, gather_args* g,
                           const char* label) {
+  /* os was counted (sk_shape_count): its dims, which g's are, multiply
+   * within int64 only if that succeeded. */
+  if (!sk_ok(l)) return;
   gather_simplify(g);
   if (g->nd == 1 && g->st[0] == 1 && os->n == xs->n) {
     sk_output_alias(l, 0, x, TF_TensorType(x), os);
@@ -205,14 +208,6 @@ static void gather_launch(sk_launch* l, TF_Tensor* x, const sk_shape* xs,
 }
 
 /* Row-major element strides of s. */
-static void strides_of(const sk_shape* s, int64_t* st) {
-  int64_t v = 1;
-  for (int i = s->nd - 1; i >= 0; i--) {
-    st[i] = v;
-    v *= s->d[i];
-  }
-}
-
 /* ---- Transpose ----------------------------------------------------------- */
 
 /* perm (wrapped into [0, nd)) must be a permutation; TF's messages. */
@@ -266,13 +261,15 @@ static void transpose_compute(sk_launch* l, void* state) {
       !check_perm(l, pt, s.nd, perm))
     return;
   gather_args g = {0};
-  strides_of(&s, st);
+  sk_strides(&s, st);
   o.nd = g.nd = s.nd;
   for (int i = 0; i < s.nd; i++) {
     o.d[i] = g.d[i] = s.d[perm[i]];
     g.st[i] = st[perm[i]];
   }
-  o.n = s.n;
+  /* Not s.n unchecked: [0,2**62,4] is valid, its transpose [2**62,4,0] is
+   * not (TF's running product, sk_dims.h). */
+  if (!sk_shape_count(l, &o)) return;
   gather_launch(l, x, &s, &o, &g, "Transpose");
 }
 
@@ -303,11 +300,9 @@ static void tile_compute(sk_launch* l, void* state) {
   }
   /* The output, row-major, is the input broadcast to [m0,d0,m1,d1,...]. */
   gather_args g = {0};
-  strides_of(&s, st);
+  sk_strides(&s, st);
   o.nd = s.nd;
   g.nd = 2 * s.nd;
-  bool overflow = false;
-  int64_t n = 1;
   for (int i = 0; i < s.nd; i++) {
     int64_t m = sk_index_at(mt, i);
     if (m < 0) {
@@ -315,18 +310,15 @@ static void tile_compute(sk_launch* l, void* state) {
               "Expected multiples[%d] >= 0, but got %lld", i, (long long)m);
       return;
     }
-    overflow |= __builtin_mul_overflow(s.d[i], m, &o.d[i]);
-    overflow |= __builtin_mul_overflow(n, o.d[i], &n);
+    /* Checked even for an empty input: TF CPU's unchecked product wraps
+     * ([0,4] tiled by [1,2**62] gives it shape [0,0]). */
+    if (!sk_size_mul(l, s.d[i], m, &o.d[i], "Tile output dimension")) return;
     g.d[2 * i] = m;
     g.st[2 * i] = 0;
     g.d[2 * i + 1] = s.d[i];
     g.st[2 * i + 1] = st[i];
   }
-  if (overflow) {
-    sk_fail(l, TF_INVALID_ARGUMENT, "Tile output has too many elements");
-    return;
-  }
-  skm_shape_count(&o);
+  if (!sk_shape_count(l, &o)) return;
   gather_launch(l, x, &s, &o, &g, "Tile");
 }
 
@@ -375,7 +367,7 @@ static void broadcast_to_compute(sk_launch* l, void* state) {
   }
   gather_args g = {0};
   int64_t st[SK_MAX_DIMS];
-  strides_of(&s, st);
+  sk_strides(&s, st);
   g.nd = o.nd;
   for (int i = 0; i < o.nd; i++) {
     g.d[i] = o.d[i];
@@ -489,13 +481,13 @@ static void pack_compute(sk_launch* l, void* state) {
   }
   o.nd = rank;
   for (int i = 0, j = 0; i < rank; i++) o.d[i] = i == axis ? count : s0.d[j++];
-  skm_shape_count(&o);
+  if (!sk_shape_count(l, &o)) goto out;
   if (count == 1) { /* TF aliases a single input */
     sk_output_alias(l, 0, in[0], TF_TensorType(in[0]), &o);
     goto out;
   }
-  int64_t inner = 1;
-  for (int i = (int)axis; i < s0.nd; i++) inner *= s0.d[i];
+  int64_t inner = s0.n == 0 ? 0 : 1; /* empty: see concat_shapes */
+  for (int i = (int)axis; i < s0.nd && inner != 0; i++) inner *= s0.d[i];
   for (int i = 0; i < count; i++) w[i] = inner;
   concat_launch(l, in, count, w, &o, "Pack");
 out:
@@ -560,12 +552,15 @@ static bool concat_shapes(sk_launch* l, TF_Tensor** in, int count,
               sk_shape_str(&s, b2, sizeof(b2)));
       return false;
     }
-    o->d[axis] += s.d[axis];
-    w[i] = 1;
-    for (int j = (int)axis; j < nd; j++) w[i] *= s.d[j];
+    if (!sk_size_add(l, o->d[axis], s.d[axis], &o->d[axis],
+                     "ConcatOp output dimension"))
+      return false;
+    /* An empty input adds no rows (nor does it add columns to a non-empty
+     * output), and its dims' product may not fit int64. */
+    w[i] = s.n == 0 ? 0 : 1;
+    for (int j = (int)axis; j < nd && w[i] != 0; j++) w[i] *= s.d[j];
   }
-  skm_shape_count(o);
-  return true;
+  return sk_shape_count(l, o);
 }
 
 static void concat_compute(sk_launch* l, void* state) {

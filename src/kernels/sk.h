@@ -54,6 +54,7 @@
 
 #include "arith/sa.h"
 #include "device_sim/sim.h"
+#include "kernels/sk_dims.h"
 #include "kernels/sk_tf.h"
 
 #define SK_DEVICE_TYPE "SIMDEV"
@@ -81,6 +82,30 @@ bool sk_rank_ok(sk_launch* l, int64_t rank, const char* what);
 /* "[2,3,4]" into buf; returns buf. */
 const char* sk_shape_str(const sk_shape* s, char* buf, size_t len);
 bool sk_shape_eq(const sk_shape* a, const sk_shape* b);
+
+/* Shapes a kernel computes. TF aborts the process on a shape with a
+ * negative dim or more than 2**63 - 1 elements (sk_dims.h says why and
+ * states TF's rule), so no kernel hands TF one: sk_output,
+ * sk_output_forward and sk_output_alias check the shape they are given
+ * (sk_dims_check) before any TF call, and sk_temp its byte count; a bad one
+ * fails the launch with TF CPU's class (InvalidArgument; ResourceExhausted
+ * for a byte size past INT64_MAX, as TF's allocator does). They also require
+ * shape->n to be the element count of shape->d (Internal otherwise: a kernel
+ * bug). Kernels use these for dims and counts they compute on the way: */
+/* Row-major element strides of s (sk_dims_strides: 0 for an empty s). */
+static inline void sk_strides(const sk_shape* s, int64_t* st) {
+  sk_dims_strides(s->d, s->nd, st);
+}
+/* Sets s->n from s->d, checked: false after failing the launch as above. */
+bool sk_shape_count(sk_launch* l, sk_shape* s);
+/* *out = a + b, a * b: false after failing the launch with InvalidArgument
+ * ("<what>: a + b overflows int64") when the result does not fit int64.
+ * For dims a kernel sums (ConcatV2's axis, Pad's paddings, SplitV's sizes)
+ * or multiplies (Tile's multiples, counts of a plan); what names it. */
+bool sk_size_add(sk_launch* l, int64_t a, int64_t b, int64_t* out,
+                 const char* what);
+bool sk_size_mul(sk_launch* l, int64_t a, int64_t b, int64_t* out,
+                 const char* what);
 
 /* ---- kernels and their registration ------------------------------------ */
 typedef void (*sk_compute_fn)(sk_launch* l, void* state);
@@ -120,6 +145,12 @@ bool sk_attr_string(TF_OpKernelConstruction* c, const char* name, char* buf,
 /* Reads an int list of at most max entries; *count receives its length. */
 bool sk_attr_ints(TF_OpKernelConstruction* c, const char* name, int64_t* out,
                   int max, int* count);
+/* sk_attr_ints for an attribute TF's CPU kernel reads as int32s (window
+ * sizes, strides, dilations): a value outside int32 fails construction with
+ * InvalidArgument, as TF's does, so window arithmetic on them stays far
+ * from int64's limits. */
+bool sk_attr_int32s(TF_OpKernelConstruction* c, const char* name,
+                    int64_t* out, int max, int* count);
 void sk_construction_fail(TF_OpKernelConstruction* c, TF_Code code,
                           const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -227,6 +258,9 @@ TF_Tensor* sk_output_forward(sk_launch* l, int i, const int* candidates,
  * at the address run functions use (sim_mem_alias, like sk_data). NULL on
  * failure or when bytes == 0. */
 void* sk_temp(sk_launch* l, size_t bytes);
+/* sk_temp of count elements of elsize bytes, the product checked (count <
+ * 0 or a byte count past INT64_MAX fails the launch: ResourceExhausted). */
+void* sk_temp_n(sk_launch* l, int64_t count, size_t elsize);
 /* Output i aliases tensor `from` with another dtype/shape (no data moves:
  * Bitcast, and ops whose output equals an input: a Slice of everything, a
  * Pad by nothing, ...). The byte sizes must match. */

@@ -114,14 +114,6 @@ void skm_fill_elems(char* y, int64_t n, size_t es, const void* v) {
 }
 
 /* Row-major element strides of s. */
-static void strides_of(const sk_shape* s, int64_t* st) {
-  int64_t v = 1;
-  for (int i = s->nd - 1; i >= 0; i--) {
-    st[i] = v;
-    v *= s->d[i];
-  }
-}
-
 /* ---- Slice, StridedSlice: copy a box of x ------------------------------- */
 
 typedef struct slice_args {
@@ -160,8 +152,8 @@ static void slice_launch(sk_launch* l, TF_Tensor* x, const sk_shape* xs,
   int64_t st[SK_MAX_DIMS], ost[SK_MAX_DIMS];
   sk_shape box = {.nd = xs->nd};
   for (int i = 0; i < xs->nd; i++) box.d[i] = count[i];
-  strides_of(xs, st);
-  strides_of(&box, ost);
+  sk_strides(xs, st);
+  sk_strides(&box, ost);
   a->s.x = sk_data(x);
   a->s.y = sk_mdata(y);
   a->s.es = TF_DataTypeSize(TF_TensorType(x));
@@ -224,7 +216,7 @@ static void slice_compute(sk_launch* l, void* state) {
     size[i] = os.d[i] = s;
     one[i] = 1;
   }
-  skm_shape_count(&os);
+  sk_shape_count(l, &os);
   slice_launch(l, x, &xs, begin, one, size, &os, "Slice");
 }
 
@@ -362,7 +354,7 @@ static bool ss_plan_make(sk_launch* l, const ss_state* st, const TF_Tensor* bt,
     p->stride[i] = s;
     p->count[i] = p->proc.d[i] = c;
   }
-  skm_shape_count(&p->proc);
+  sk_shape_count(l, &p->proc);
   p->final.nd = 0;
   for (int k = 0; k < ng; k++) {
     if (gather[k] == kShrink) continue;
@@ -371,7 +363,7 @@ static bool ss_plan_make(sk_launch* l, const ss_state* st, const TF_Tensor* bt,
     p->final.d[p->final.nd++] =
         gather[k] == kNewAxis ? 1 : p->proc.d[gather[k]];
   }
-  skm_shape_count(&p->final);
+  sk_shape_count(l, &p->final);
   return true;
 }
 
@@ -418,8 +410,8 @@ static void strided_slice_grad_compute(sk_launch* l, void* state) {
   slice_args* a = sk_args(l, sizeof(*a));
   if (!sk_ok(l) || os.n == 0) return;
   int64_t st[SK_MAX_DIMS], pst[SK_MAX_DIMS];
-  strides_of(&os, st);
-  strides_of(&p.proc, pst); /* dy is the processing shape, reshaped */
+  sk_strides(&os, st);
+  sk_strides(&p.proc, pst); /* dy is the processing shape, reshaped */
   a->s.x = sk_data(dy);
   a->s.y = sk_mdata(y);
   a->s.es = TF_DataTypeSize(TF_TensorType(dy));

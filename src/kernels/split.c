@@ -29,9 +29,11 @@ static void split_run(sk_launch* l, void* args) {
 static void split_launch(sk_launch* l, TF_Tensor* x, const sk_shape* xs,
                          int axis, int count, const int64_t* sizes, bool drop,
                          const char* label) {
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < axis; i++) outer *= xs->d[i];
-  for (int i = axis + 1; i < xs->nd; i++) inner *= xs->d[i];
+  /* Only non-empty outputs use them, and then they fit int64; an empty x's
+   * dims need not multiply within int64 ([0, 2**62, 4]). */
+  int64_t outer = xs->n == 0 ? 0 : 1, inner = outer;
+  for (int i = 0; i < axis && outer != 0; i++) outer *= xs->d[i];
+  for (int i = axis + 1; i < xs->nd && inner != 0; i++) inner *= xs->d[i];
   int64_t W = xs->d[axis] * inner;
   size_t es = TF_DataTypeSize(TF_TensorType(x));
   split_args* a = sk_args(l, sizeof(*a) + (size_t)count * sizeof(skm_strided));
@@ -46,7 +48,7 @@ static void split_launch(sk_launch* l, TF_Tensor* x, const sk_shape* xs,
     } else {
       os.d[axis] = sizes[k];
     }
-    skm_shape_count(&os);
+    sk_shape_count(l, &os);
     if (count == 1 && os.n == xs->n) {
       sk_output_alias(l, k, x, TF_TensorType(x), &os);
       return;
@@ -154,8 +156,8 @@ static void split_v_compute(sk_launch* l, void* state) {
               "Split size at index %d must be >= 0. Got: %lld", i,
               (long long)sizes[i]);
       goto out;
-    } else {
-      sum += sizes[i];
+    } else if (!sk_size_add(l, sum, sizes[i], &sum, "SplitV size_splits")) {
+      goto out; /* TF CPU: InvalidArgument too (its sum wraps) */
     }
   }
   int64_t d = xs.d[axis];

@@ -35,6 +35,17 @@ class Spec:
     # bad(quick) -> [Case] that TF CPU rejects, or [] with no_bad's reason
     bad: object = None
     no_bad: str = ""
+    # huge(quick) -> [Case]: bad cases whose sizes overflow int64 element
+    # counts (2**62 segments, dims [2**32, 2**32], paddings summing past
+    # 2**63) or are representable but enormous (2**40 elements), for an op
+    # whose kernel computes a shape from input values or attributes; judged
+    # like bad cases (TF CPU's error class). Or no_huge: why the op has none
+    # (its outputs have its inputs' shapes; or TF CPU itself aborts on the
+    # case: docs/tf-cpu-divergences.md). The sweep fails on a spec of a
+    # registered op with neither (sweep.run_op): a kernel that computes a
+    # shape must prove it hands TF no unchecked one (src/kernels/sk_dims.h).
+    huge: object = None
+    no_huge: str = ""
     # Comparison with TF CPU: allowed error in units of the dtype's unit
     # roundoff u, relative to |cpu| (+ max|cpu| when `scaled`: results that
     # are sums of terms, whose rounding error is relative to the terms, not
@@ -64,6 +75,14 @@ class Spec:
     # kernel (e.g. _FusedDepthwiseConv2dNative's no-op CPU registration):
     # the same result through other ops, or op_fn(**kwargs) itself.
     cpu_op: object = None
+
+
+# no_huge reasons shared by many specs.
+SAME_SHAPE = "its outputs have an input's shape (or a part of one): no shape is computed"
+BROADCAST_EMPTY = ("only empty inputs can broadcast past 2**63 - 1 elements ([2**32,1,0] "
+                   "with [1,2**32,0]), and TF CPU aborts on them (docs/tf-cpu-divergences.md); "
+                   "SIMDEV's refusal: tests/tf/test_kernels_huge.py")
+HUGE = 2 ** 62  # with 2 or more elements: past int64
 
 
 def rng_for(*key):
@@ -108,7 +127,8 @@ def unary(op, arg="x", lo=-2.0, hi=2.0, ulps=4.0, integer=False, attrs=None,
                                            **(attrs or {})))
                 for s in _pick(UNARY_SHAPES, quick)]
     return Spec(op, cases, no_bad="elementwise over any shape: every input is valid",
-                ulps=ulps, try_types=try_types, exact=exact, scaled=False)
+                no_huge=SAME_SHAPE, ulps=ulps, try_types=try_types, exact=exact,
+                scaled=False)
 
 
 def grad2(op, a="gradients", b="features", lo=-2.0, hi=2.0, ulps=4.0, attrs=None,
@@ -122,7 +142,7 @@ def grad2(op, a="gradients", b="features", lo=-2.0, hi=2.0, ulps=4.0, attrs=None
     def bad(quick):
         return [Case("shape mismatch", dict({a: vals((2, 3)), b: vals((2, 2))},
                                            **(attrs or {})))]
-    return Spec(op, cases, bad, ulps=ulps, try_types=try_types)
+    return Spec(op, cases, bad, no_huge=SAME_SHAPE, ulps=ulps, try_types=try_types)
 
 
 def binary(op, lo=-2.0, hi=2.0, lo_y=None, hi_y=None, ulps=4.0, integer=False,
@@ -147,8 +167,8 @@ def binary(op, lo=-2.0, hi=2.0, lo_y=None, hi_y=None, ulps=4.0, integer=False,
                           only=("int8", "int16", "int32", "int64", "uint8",
                                 "uint16", "uint32", "uint64")))
         return b
-    return Spec(op, cases, bad, ulps=ulps, try_types=try_types, exact=exact,
-                scaled=False)
+    return Spec(op, cases, bad, no_huge=BROADCAST_EMPTY, ulps=ulps,
+                try_types=try_types, exact=exact, scaled=False)
 
 
 def spec_map(specs):

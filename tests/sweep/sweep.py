@@ -624,6 +624,12 @@ class Sweep:
         bads = spec.bad(self.quick) if spec.bad else []
         if not bads and not spec.no_bad:
             self.fail(op, "spec has no bad case and no reason why (no_bad)", "spec")
+        # Huge dims (Spec.huge): judged as bad cases, required of every op
+        # whose kernel computes a shape, or its reason why not (no_huge).
+        huge = spec.huge(self.quick) if spec.huge else []
+        if not huge and not spec.no_huge:
+            self.fail(op, "spec has no huge-dims case and no reason why (no_huge)", "spec")
+        bads = list(bads) + list(huge)
         first_rows = {}
         for ci, combo in enumerate(combos):
             for case in cases:

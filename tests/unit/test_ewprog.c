@@ -211,11 +211,34 @@ static void evaluate(void** state) {
   assert_memory_equal(g + 3, f + 3, sizeof(float) * 996);
 }
 
+/* Empty inputs whose broadcast has more than 2**63 - 1 elements: refused
+ * as TF's TensorShape would (n = -1, no plan), not wrapped to 0. */
+static void broadcast_overflow(void** state) {
+  (void)state;
+  static sk_ewprog_plan plan;
+  int64_t out[SK_EWPROG_MAX_DIMS];
+  int nd, a = -1, b = -1;
+  int rank[2] = {3, 3};
+  int64_t dims[2][SK_EWPROG_MAX_DIMS] = {{(int64_t)1 << 32, 1, 0},
+                                         {1, (int64_t)1 << 32, 0}};
+  assert_true(bcast(2, rank, (const int64_t(*)[SK_EWPROG_MAX_DIMS])dims, &nd,
+                    out, &plan, &a, &b));
+  assert_int_equal(nd, 3);
+  assert_true(out[0] == (int64_t)1 << 32 && out[1] == (int64_t)1 << 32);
+  assert_int_equal(plan.n, -1);
+  /* The 0 first: an empty, valid shape. */
+  int64_t ok[2][SK_EWPROG_MAX_DIMS] = {{0, (int64_t)1 << 32, 1},
+                                       {0, 1, (int64_t)1 << 32}};
+  assert_true(bcast(2, rank, (const int64_t(*)[SK_EWPROG_MAX_DIMS])ok, &nd,
+                    out, &plan, &a, &b));
+  assert_int_equal(plan.n, 0);
+}
+
 int main(int argc, char** argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(table),     cmocka_unit_test(parse_good),
       cmocka_unit_test(parse_bad), cmocka_unit_test(broadcast),
-      cmocka_unit_test(evaluate),
+      cmocka_unit_test(evaluate),  cmocka_unit_test(broadcast_overflow),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,116 @@
+"""Huge dims where the sweep cannot go: SIMDEV kernels given empty inputs
+whose dims make an output of more than 2**63 - 1 elements (or a dim sum past
+int64) raise InvalidArgument from the kernel, and the device works after.
+
+TF's TensorShape aborts the process on such a shape, and TF CPU's own
+kernels do for most of these (docs/tf-cpu-divergences.md), so these run on
+SIMDEV only, except Transpose, whose CPU kernel raises the same class (it
+is here because NumPy cannot make its input). Also here: the value- and
+attribute-driven cases on which TF CPU aborts only with oneDNN on
+(Conv2DBackpropInput's input_sizes, MaxPool's ksize, Conv2D's dilations...). The inputs are empty tensors
+made by tf.zeros on the CPU (NumPy refuses dims past 2**63 bytes). The
+value-driven cases (num_segments, paddings, sizes ...) are the sweep's
+(tests/sweep/specs_huge.py); the shape check itself is tests/unit/test_dims.c.
+"""
+import re
+
+import pytest
+
+from conftest import assert_error_like_cpu, assert_kernel_error
+
+SCRIPT = r'''
+import numpy as np
+import tensorflow as tf
+
+tf.config.set_soft_device_placement(False)
+SIM, CPU = "/device:SIMDEV:0", "/device:CPU:0"
+R = tf.raw_ops
+P62, P32, I32 = 2 ** 62, 2 ** 32, 2 ** 31 - 1
+
+def z(shape, dt=tf.float32):
+    with tf.device(CPU):
+        return tf.zeros(shape, dt)
+
+def f(shape):
+    with tf.device(CPU):
+        return tf.ones(shape, tf.float32)
+
+def c(x, dt=tf.int32):
+    with tf.device(CPU):
+        return tf.constant(x, dt)
+
+def good():
+    with tf.device(SIM):
+        y = R.AddV2(x=tf.ones([2]), y=tf.ones([2]))
+    return "SIMDEV:0" in y.device and list(y.numpy()) == [2.0, 2.0]
+
+# (op, SIMDEV-only?, thunk, key): one per line, read by error_cases()
+CASES = [
+    ("ConcatV2", True, lambda: R.ConcatV2(values=[z([0, P62]), z([0, P62])], axis=c(1)), "overflows int64"),
+    ("Pack", True, lambda: R.Pack(values=[z([P62, 0])] * 3, axis=0), "would have more than 2**63 - 1 elements"),
+    ("Transpose", False, lambda: R.Transpose(x=z([0, P62, 4]), perm=c([1, 2, 0])), "would have more than 2**63 - 1 elements"),
+    ("AddV2", True, lambda: R.AddV2(x=z([P32, 1, 0]), y=z([1, P32, 0])), "would have more than 2**63 - 1 elements"),
+    ("Greater", True, lambda: R.Greater(x=z([P32, 1, 0]), y=z([1, P32, 0])), "would have more than 2**63 - 1 elements"),
+    ("SelectV2", True, lambda: R.SelectV2(condition=z([P32, 1, 0], tf.bool), t=z([1, P32, 0]), e=z([1, 1, 0])), "would have more than 2**63 - 1 elements"),
+    ("BatchMatMulV2", True, lambda: R.BatchMatMulV2(x=z([P32, 1, 2, 0]), y=z([1, P32, 0, 2])), "would have more than 2**63 - 1 elements"),
+    ("Sum", True, lambda: R.Sum(input=z([P62, 0, 4]), axis=c([1])), "would have more than 2**63 - 1 elements"),
+    ("Max", True, lambda: R.Max(input=z([0, P62, 4]), axis=c([0])), "would have more than 2**63 - 1 elements"),
+    ("OneHot", True, lambda: R.OneHot(indices=z([P32, 4, 0], tf.int32), depth=c(2 ** 31 - 1), on_value=c(1.0, tf.float32), off_value=c(0.0, tf.float32), axis=1), "would have more than 2**63 - 1 elements"),
+    ("Tile", True, lambda: R.Tile(input=z([0, 4]), multiples=c([1, P62], tf.int64)), "overflows int64"),
+    # Value- or attribute-driven, but TF CPU with oneDNN aborts on them
+    # (tests/sweep/specs_huge.py's _DNN), so not in the sweep.
+    ("Conv2DBackpropInput", True, lambda: R.Conv2DBackpropInput(input_sizes=c([1, I32, I32, 4]), filter=f([1, 1, 4, 1]), out_backprop=f([1, 1, 1, 1]), strides=[1, I32, I32, 1], padding="VALID"), "would have more than 2**63 - 1 elements"),
+    ("DepthwiseConv2dNativeBackpropInput", True, lambda: R.DepthwiseConv2dNativeBackpropInput(input_sizes=c([1, I32, I32, 4]), filter=f([1, 1, 4, 1]), out_backprop=f([1, 1, 1, 4]), strides=[1, I32, I32, 1], padding="VALID"), "would have more than 2**63 - 1 elements"),
+    ("MaxPool", True, lambda: R.MaxPool(input=f([1, 2, 2, 1]), ksize=[1, 2 ** 63 - 1, 1, 1], strides=[1, 2 ** 63 - 1, 1, 1], padding="SAME"), "out of range for an int32"),
+    ("Conv2D", True, lambda: R.Conv2D(input=f([1, 4, 4, 1]), filter=f([3, 3, 1, 1]), strides=[1, 1, 1, 1], padding="SAME", dilations=[1, P62, P62, 1]), "out of range for an int32"),
+    ("DepthwiseConv2dNative", True, lambda: R.DepthwiseConv2dNative(input=f([1, 4, 4, 1]), filter=f([3, 3, 1, 1]), strides=[1, 1, 1, 1], padding="SAME", dilations=[1, P62, P62, 1]), "out of range for an int32"),
+    ("Einsum", True, lambda: R.Einsum(inputs=[z([2 ** 40, 0]), z([0, 2 ** 40])], equation="ij,jk->ik"), "would have more than 2**63 - 1 elements"),
+]
+
+def run(thunk, dev):
+    try:
+        with tf.device(dev):
+            r = thunk()
+        for t in (r if isinstance(r, (list, tuple)) else [r]):
+            t.numpy()
+    except Exception as e:
+        return [type(e).__name__, str(e)[:2000]]
+    return ["", ""]
+
+for op, sim_only, thunk, key in CASES:
+    @check("huge " + op)
+    def _(thunk=thunk, sim_only=sim_only):
+        out = {"sim": run(thunk, SIM)}
+        if not sim_only:
+            out["cpu"] = run(thunk, CPU)
+        out["after"] = after_ok(good)
+        return out
+'''
+
+
+@pytest.fixture(scope="module")
+def huge(run_tf):
+    return run_tf(SCRIPT, timeout=300)
+
+
+def error_cases():
+    return re.findall(r'^    \("(\w+)", (True|False), lambda.*, "([^"]+)"\),$', SCRIPT, re.M)
+
+
+@pytest.mark.parametrize("op,sim_only,key", error_cases())
+def test_refused_by_kernel(huge, op, sim_only, key):
+    d = huge.data("huge " + op)
+    if sim_only == "True":
+        assert_kernel_error(d["sim"], op, key, cls="InvalidArgumentError")
+        assert d["after"] is True, d["after"]
+    else:
+        assert d["cpu"][0] == "InvalidArgumentError", d["cpu"]
+        assert_error_like_cpu(d, op, key, cpu_key=False)
+
+
+def test_error_cases_found():
+    assert len(error_cases()) == 17
+
+
+def test_clean_exit(huge):
+    huge.assert_clean_exit()
