@@ -260,8 +260,7 @@ def _serve(fd_in, fd_out):
         op, combo, bad, name, quick, runs = req
         spec = SPECS[op]
         if (op, bad, quick) not in built:
-            built[op, bad, quick] = (spec.bad(quick) if spec.bad else []) if bad \
-                else spec.cases(quick)
+            built[op, bad, quick] = spec.bad_cases(quick) if bad else spec.cases(quick)
         cases = [c for c in built[op, bad, quick] if c.name == name]
         if len(cases) != 1:
             _send(fd_out, ("build", "LookupError",

@@ -76,6 +76,13 @@ class Spec:
     # the same result through other ops, or op_fn(**kwargs) itself.
     cpu_op: object = None
 
+    def bad_cases(self, quick):
+        """Every case TF CPU must reject: bad(quick) then huge(quick). The
+        sweep and its CPU reference process (reference.py) both take a
+        case from this list, so they find the same one by name."""
+        return [*(self.bad(quick) if self.bad else []),
+                *(self.huge(quick) if self.huge else [])]
+
 
 # no_huge reasons shared by many specs.
 SAME_SHAPE = "its outputs have an input's shape (or a part of one): no shape is computed"

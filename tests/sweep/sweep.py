@@ -621,15 +621,14 @@ class Sweep:
             return
         opdef = op_def_registry.get(op)
         cases = spec.cases(self.quick)
-        bads = spec.bad(self.quick) if spec.bad else []
-        if not bads and not spec.no_bad:
+        has_bad = bool(spec.bad and spec.bad(self.quick))
+        if not has_bad and not spec.no_bad:
             self.fail(op, "spec has no bad case and no reason why (no_bad)", "spec")
         # Huge dims (Spec.huge): judged as bad cases, required of every op
         # whose kernel computes a shape, or its reason why not (no_huge).
-        huge = spec.huge(self.quick) if spec.huge else []
-        if not huge and not spec.no_huge:
+        if not (spec.huge and spec.huge(self.quick)) and not spec.no_huge:
             self.fail(op, "spec has no huge-dims case and no reason why (no_huge)", "spec")
-        bads = list(bads) + list(huge)
+        bads = spec.bad_cases(self.quick)
         first_rows = {}
         for ci, combo in enumerate(combos):
             for case in cases:
@@ -658,7 +657,7 @@ class Sweep:
                         prev["combos"] += 1
                         prev["all_same"] = prev["all_same"] and row["same"]
         self.errors += list(first_rows.values())
-        if spec.no_bad and not bads:
+        if spec.no_bad and not has_bad:
             self.errors.append({"op": op, "case": "-", "no_bad": spec.no_bad})
 
     def dlpack(self, op, combo, case):
@@ -690,7 +689,7 @@ class Sweep:
                     continue
                 self.counts["spec_only_cases"] += 1
                 self.good(op, spec, opdef, combo, case, cpu_ref=False)
-            for case in (spec.bad(self.quick) if spec.bad else []):
+            for case in spec.bad_cases(self.quick):
                 if applies(case, combo):
                     self.bad(op, opdef, combo, case, cpu_only=True)
 
