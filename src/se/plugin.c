@@ -204,7 +204,7 @@ static const char* running_tf_version(void) {
  * fire late or never, silently. sim_config_from_env turned BFC off unless
  * SIMDEV_BFC was set; say which way it went, once, at load. */
 static void report_bfc_choice(void) {
-  if (g_config.disabled) return;
+  if (g_config.disabled || g_off_reason != NULL) return; /* no device */
   if (g_config.bfc_off_for_faults)
     fprintf(stderr,
             "simdev: SIMDEV_FAULTS has an alloc rule, so TensorFlow's BFC "

@@ -51,6 +51,9 @@ ABORT_ENV = "SIMDEV_SWEEP_TEST_ABORT"
 # and above TF's import, which the first case waits for. A reference still
 # running after this is reported as hung and killed.
 TIMEOUT_S = 600.0
+# How long a child that closed its pipe (dead or exiting) may take to end
+# before it is killed: a hang guard, TF's exit takes well under a second.
+REAP_S = 60.0
 _LEN = struct.Struct("<Q")
 
 
@@ -216,8 +219,18 @@ class Reference:
         return [(r[1], None) if r[0] == "ok" else (None, CpuError(r[1], r[2]))
                 for r in reply[1]]
 
+    def _reap(self):
+        """Waits for our child to end; one stuck in TF's exit (its pipe
+        closed, its process not gone) is killed after REAP_S, so the sweep
+        never hangs on it. Returns its exit status."""
+        try:
+            return self.proc.wait(timeout=REAP_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()  # our own child, by its handle
+            return self.proc.wait()
+
     def _death(self):
-        rc = self.proc.wait()
+        rc = self._reap()
         if rc < 0:
             try:
                 return signal.Signals(-rc).name
@@ -237,7 +250,7 @@ class Reference:
                 _send(self.req, None)
             except BrokenPipeError:
                 pass
-        self.proc.wait()
+        self._reap()
         self._stop(restart=False)
 
 
