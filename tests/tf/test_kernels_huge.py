@@ -67,6 +67,46 @@ CASES = [
     ("Einsum", True, lambda: R.Einsum(inputs=[z([2 ** 40, 0]), z([0, 2 ** 40])], equation="ij,jk->ik"), "would have more than 2**63 - 1 elements"),
 ]
 
+# Valid empty inputs whose dims, skipping the first (0), multiply past
+# 2**63 - 1: a kernel must not form those products (it divided by zero in
+# FusedBatchNorm, SIGFPE). (name, thunk), one per line, read by
+# empty_cases(); the expected outputs are in EMPTY_EXPECTED below. TF CPU
+# gives the same shapes (and values, where written there) with
+# TF_ENABLE_ONEDNN_OPTS=0 and =1; it leaves FusedBatchNormV3's reserve
+# spaces unset, so those are not compared.
+EMPTY = [
+    ("FusedBatchNormV3 NCHW", lambda: R.FusedBatchNormV3(x=z([0, 1, 3, P62]), scale=f([1]), offset=z([1]), mean=z([0]), variance=z([0]), is_training=True, data_format="NCHW")),
+    ("FusedBatchNormV3 NHWC", lambda: R.FusedBatchNormV3(x=z([0, 3, P62, 1]), scale=f([1]), offset=z([1]), mean=z([0]), variance=z([0]), is_training=True, data_format="NHWC")),
+    ("FusedBatchNormGradV3 NCHW", lambda: R.FusedBatchNormGradV3(y_backprop=z([0, 1, 3, P62]), x=z([0, 1, 3, P62]), scale=f([1]), reserve_space_1=z([1]), reserve_space_2=f([1]), reserve_space_3=z([0]), is_training=True, data_format="NCHW")),
+    ("FusedBatchNormGradV3 NHWC", lambda: R.FusedBatchNormGradV3(y_backprop=z([0, 3, P62, 1]), x=z([0, 3, P62, 1]), scale=f([1]), reserve_space_1=z([1]), reserve_space_2=f([1]), reserve_space_3=z([0]), is_training=True, data_format="NHWC")),
+    ("GatherV2", lambda: R.GatherV2(params=z([0, 5, P62, 4]), indices=c([1, 3]), axis=c(1))),
+    ("OneHot", lambda: R.OneHot(indices=z([0, P62, 2], tf.int32), depth=c(3), on_value=c(1.0, tf.float32), off_value=c(0.0, tf.float32), axis=1)),
+    ("ArgMax", lambda: R.ArgMax(input=z([0, 5, P62, 4]), dimension=c(1))),
+    ("UnsortedSegmentSum", lambda: R.UnsortedSegmentSum(data=z([0, 4, 2 ** 61]), segment_ids=z([0], tf.int32), num_segments=c(0))),
+    ("Sum", lambda: R.Sum(input=z([0, 5, P62, 4]), axis=c([1]))),
+    ("Sum kept 0", lambda: R.Sum(input=z([3, 0, P62, 4]), axis=c([2, 3]))),
+    ("BiasAdd NCHW", lambda: R.BiasAdd(value=z([0, 3, P62, 4]), bias=z([3]), data_format="NCHW")),
+    ("BiasAddGrad NCHW", lambda: R.BiasAddGrad(out_backprop=z([0, 3, P62, 4]), data_format="NCHW")),
+    ("AddV2", lambda: R.AddV2(x=z([0, P62, 4]), y=z([0, 1, 4]))),
+]
+
+def outputs(thunk):
+    """[shape, on SIMDEV?, values or None] of each output (values only of
+    small ones: NumPy cannot hold [0, 2**62], and NaN as a string)."""
+    with tf.device(SIM):
+        r = thunk()
+    out = []
+    for t in (r if isinstance(r, (list, tuple)) else [r]):
+        small = max(t.shape.as_list(), default=0) < 16
+        vals = [repr(float(v)) for v in t.numpy().ravel()] if small else None
+        out.append([t.shape.as_list(), "SIMDEV:0" in t.device, vals])
+    return out
+
+for name, thunk in EMPTY:
+    @check("empty " + name)
+    def _(thunk=thunk):
+        return {"out": outputs(thunk), "after": after_ok(good)}
+
 def run(thunk, dev):
     try:
         with tf.device(dev):
@@ -91,6 +131,50 @@ for op, sim_only, thunk, key in CASES:
 @pytest.fixture(scope="module")
 def huge(run_tf):
     return run_tf(SCRIPT, timeout=300)
+
+
+P62 = 2 ** 62
+BN_FWD = lambda x: [[x, None], [[1], ["nan"]], [[1], ["nan"]], [[1], None], [[1], None], [[], None]]
+BN_GRAD = lambda x: [[x, None], [[1], ["0.0"]], [[1], ["0.0"]], [[0], None], [[0], None]]
+# name -> [[shape, values (None: not compared)] per output]
+EMPTY_EXPECTED = {
+    "FusedBatchNormV3 NCHW": BN_FWD([0, 1, 3, P62]),
+    "FusedBatchNormV3 NHWC": BN_FWD([0, 3, P62, 1]),
+    "FusedBatchNormGradV3 NCHW": BN_GRAD([0, 1, 3, P62]),
+    "FusedBatchNormGradV3 NHWC": BN_GRAD([0, 3, P62, 1]),
+    "GatherV2": [[[0, 2, P62, 4], None]],
+    "OneHot": [[[0, 3, P62, 2], None]],
+    "ArgMax": [[[0, P62, 4], None]],
+    "UnsortedSegmentSum": [[[0, 4, 2 ** 61], None]],
+    "Sum": [[[0, P62, 4], None]],
+    "Sum kept 0": [[[3, 0], []]],
+    "BiasAdd NCHW": [[[0, 3, P62, 4], None]],
+    "BiasAddGrad NCHW": [[[3], ["0.0"] * 3]],
+    "AddV2": [[[0, P62, 4], None]],
+}
+
+
+def empty_cases():
+    return re.findall(r'^    \("([\w ]+)", lambda', SCRIPT, re.M)
+
+
+def test_empty_cases_found():
+    assert sorted(empty_cases()) == sorted(EMPTY_EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY_EXPECTED))
+def test_valid_empty(huge, name):
+    """Each output has TF's shape, is on SIMDEV, and where small has the
+    values TF CPU gives (the batch statistics of nothing are NaN; sums of
+    nothing are 0, exactly)."""
+    d = huge.data("empty " + name)
+    got, want = d["out"], EMPTY_EXPECTED[name]
+    assert len(got) == len(want), (name, got)
+    for i, ((shape, on_sim, vals), (wshape, wvals)) in enumerate(zip(got, want)):
+        assert shape == wshape and on_sim, (name, i, got)
+        if wvals is not None:
+            assert vals == wvals, (name, i, got)
+    assert d["after"] is True, d["after"]
 
 
 def error_cases():
