@@ -56,6 +56,7 @@ CASES = [
     ("Sum", True, lambda: R.Sum(input=z([P62, 0, 4]), axis=c([1])), "would have more than 2**63 - 1 elements"),
     ("Max", True, lambda: R.Max(input=z([0, P62, 4]), axis=c([0])), "would have more than 2**63 - 1 elements"),
     ("OneHot", True, lambda: R.OneHot(indices=z([P32, 4, 0], tf.int32), depth=c(2 ** 31 - 1), on_value=c(1.0, tf.float32), off_value=c(0.0, tf.float32), axis=1), "would have more than 2**63 - 1 elements"),
+    ("MirrorPadGrad", True, lambda: R.MirrorPadGrad(input=f([1]), paddings=c([[P62 + 1, P62 + 1]], tf.int64), mode="REFLECT"), "overflows int64"),
     ("Tile", True, lambda: R.Tile(input=z([0, 4]), multiples=c([1, P62], tf.int64)), "overflows int64"),
     # Value- or attribute-driven, but TF CPU with oneDNN aborts on them
     # (tests/sweep/specs_huge.py's _DNN), so not in the sweep.
@@ -193,7 +194,7 @@ def test_refused_by_kernel(huge, op, sim_only, key):
 
 
 def test_error_cases_found():
-    assert len(error_cases()) == 17
+    assert len(error_cases()) == 18
 
 
 def test_clean_exit(huge):
