@@ -44,7 +44,8 @@ def good():
         y = R.AddV2(x=tf.ones([2]), y=tf.ones([2]))
     return "SIMDEV:0" in y.device and list(y.numpy()) == [2.0, 2.0]
 
-# (op, SIMDEV-only?, thunk, key): one per line, read by error_cases()
+# (op [label], SIMDEV-only?, thunk, key): one per line, read by
+# error_cases(); a label after the op name tells apart cases of one op.
 CASES = [
     ("ConcatV2", True, lambda: R.ConcatV2(values=[z([0, P62]), z([0, P62])], axis=c(1)), "overflows int64"),
     ("Pack", True, lambda: R.Pack(values=[z([P62, 0])] * 3, axis=0), "would have more than 2**63 - 1 elements"),
@@ -65,6 +66,14 @@ CASES = [
     ("MaxPool", True, lambda: R.MaxPool(input=f([1, 2, 2, 1]), ksize=[1, 2 ** 63 - 1, 1, 1], strides=[1, 2 ** 63 - 1, 1, 1], padding="SAME"), "out of range for an int32"),
     ("Conv2D", True, lambda: R.Conv2D(input=f([1, 4, 4, 1]), filter=f([3, 3, 1, 1]), strides=[1, 1, 1, 1], padding="SAME", dilations=[1, P62, P62, 1]), "out of range for an int32"),
     ("DepthwiseConv2dNative", True, lambda: R.DepthwiseConv2dNative(input=f([1, 4, 4, 1]), filter=f([3, 3, 1, 1]), strides=[1, 1, 1, 1], padding="SAME", dilations=[1, P62, P62, 1]), "out of range for an int32"),
+    # Window sizes past int64 (src/arith/conv.c sa_conv_window, pooling.c
+    # pool_dim): TF CPU raises InvalidArgument for the Conv2D ones; for the
+    # pooling ones its sum wraps and it returns a [0, 0, 1, 1] output
+    # (docs/tf-cpu-divergences.md).
+    ("Conv2D explicit", False, lambda: R.Conv2D(input=z([1, 4, 4, 1]), filter=z([1, 1, 1, 1]), strides=[1, 1, 1, 1], padding="EXPLICIT", explicit_paddings=[0, 0, P62, P62, 0, 0, 0, 0]), "Computed output size overflows int64"),
+    ("Conv2D same", False, lambda: R.Conv2D(input=z([0, 2 ** 63 - 1, 1, 1]), filter=z([1, 1, 1, 1]), strides=[1, 2, 1, 1], padding="SAME"), "Computed output size overflows int64"),
+    ("MaxPool same", True, lambda: R.MaxPool(input=z([0, 2 ** 63 - 1, 1, 1]), ksize=[1, 1, 1, 1], strides=[1, 2, 1, 1], padding="SAME"), "pooling output size"),
+    ("AvgPool", True, lambda: R.AvgPool(value=z([0, 2 ** 63 - 1, 1, 1]), ksize=[1, 1, 1, 1], strides=[1, 2, 1, 1], padding="VALID"), "pooling output size"),
     ("Einsum", True, lambda: R.Einsum(inputs=[z([2 ** 40, 0]), z([0, 2 ** 40])], equation="ij,jk->ik"), "would have more than 2**63 - 1 elements"),
 ]
 
@@ -179,12 +188,13 @@ def test_valid_empty(huge, name):
 
 
 def error_cases():
-    return re.findall(r'^    \("(\w+)", (True|False), lambda.*, "([^"]+)"\),$', SCRIPT, re.M)
+    return re.findall(r'^    \("(\w+(?: \w+)?)", (True|False), lambda.*, "([^"]+)"\),$', SCRIPT, re.M)
 
 
 @pytest.mark.parametrize("op,sim_only,key", error_cases())
 def test_refused_by_kernel(huge, op, sim_only, key):
     d = huge.data("huge " + op)
+    op = op.split()[0]  # the label's op name, in TF's error marker
     if sim_only == "True":
         assert_kernel_error(d["sim"], op, key, cls="InvalidArgumentError")
         assert d["after"] is True, d["after"]
@@ -194,7 +204,7 @@ def test_refused_by_kernel(huge, op, sim_only, key):
 
 
 def test_error_cases_found():
-    assert len(error_cases()) == 18
+    assert len(error_cases()) == 22
 
 
 def test_clean_exit(huge):
