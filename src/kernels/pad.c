@@ -121,7 +121,7 @@ static void pad_compute(sk_launch* l, void* state) {
     if (!sk_size_add(l, xs.d[i], before[i], &os.d[i], "Pad output dimension") ||
         !sk_size_add(l, os.d[i], after[i], &os.d[i], "Pad output dimension"))
       return;
-  sk_shape_count(l, &os);
+  if (!sk_shape_count(l, &os)) return;
   bool nopad = true;
   for (int i = 0; i < xs.nd; i++) nopad &= before[i] == 0 && after[i] == 0;
   if (nopad) { /* TF forwards the input */
@@ -324,7 +324,7 @@ static void mirror_compute(sk_launch* l, void* state, bool grad) {
     }
     os.d[i] = o;
   }
-  sk_shape_count(l, &os);
+  if (!sk_shape_count(l, &os)) return;
   TF_Tensor* y = sk_output(l, 0, &os);
   mirror_args* a = sk_args(l, sizeof(*a));
   if (!sk_ok(l) || os.n == 0) return;
