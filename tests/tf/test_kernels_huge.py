@@ -1,6 +1,8 @@
 """Huge dims where the sweep cannot go: SIMDEV kernels given empty inputs
 whose dims make an output of more than 2**63 - 1 elements (or a dim sum past
-int64) raise InvalidArgument from the kernel, and the device works after.
+int64) raise InvalidArgument from the kernel, and the device works after;
+valid empty inputs whose dims past the first multiply past int64 give TF's
+empty outputs (test_valid_empty).
 
 TF's TensorShape aborts the process on such a shape, and TF CPU's own
 kernels do for most of these (docs/tf-cpu-divergences.md), so these run on
