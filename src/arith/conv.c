@@ -98,27 +98,49 @@ void sa_conv_im2col(const sa_conv* a, int64_t r0, int64_t rows, int64_t grp) {
 
 /* ---- geometry (any thread) ---------------------------------------------- */
 
-bool sa_conv_window(enum sa_pad pad, int64_t in, int64_t k, int64_t dil,
-                    int64_t stride, const int64_t pads[2], int64_t* out,
-                    int64_t* before) {
-  int64_t eff = (k - 1) * dil + 1;
+/* Checked steps: each sets *r and is true when the result fits int64. */
+static bool add_ok(int64_t a, int64_t b, int64_t* r) {
+  return !__builtin_add_overflow(a, b, r);
+}
+static bool sub_ok(int64_t a, int64_t b, int64_t* r) {
+  return !__builtin_sub_overflow(a, b, r);
+}
+
+enum sa_window sa_conv_window(enum sa_pad pad, int64_t in, int64_t k,
+                              int64_t dil, int64_t stride,
+                              const int64_t pads[2], int64_t* out,
+                              int64_t* before) {
+  int64_t eff, t; /* t: the numerator of *out = t / stride */
+  if (!sub_ok(k, 1, &eff) || __builtin_mul_overflow(eff, dil, &eff) ||
+      !add_ok(eff, 1, &eff))
+    return SA_WINDOW_OVERFLOW;
   switch (pad) {
     case SA_PAD_VALID:
-      *out = (in - eff + stride) / stride;
+      if (!sub_ok(in, eff, &t) || !add_ok(t, stride, &t))
+        return SA_WINDOW_OVERFLOW;
       *before = 0;
       break;
     case SA_PAD_SAME: {
-      *out = (in + stride - 1) / stride;
-      int64_t need = (*out - 1) * stride + eff - in;
+      if (!add_ok(in, stride - 1, &t)) return SA_WINDOW_OVERFLOW;
+      /* (t / stride - 1) * stride lies in [-stride, in - 1]: it fits. */
+      int64_t need;
+      if (!add_ok((t / stride - 1) * stride, eff, &need) ||
+          !sub_ok(need, in, &need))
+        return SA_WINDOW_OVERFLOW;
       *before = need > 0 ? need / 2 : 0;
       break;
     }
     case SA_PAD_EXPLICIT:
-      *out = (in + pads[0] + pads[1] - eff + stride) / stride;
+      if (!add_ok(in, pads[0], &t) || !add_ok(t, pads[1], &t) ||
+          !sub_ok(t, eff, &t) || !add_ok(t, stride, &t))
+        return SA_WINDOW_OVERFLOW;
       *before = pads[0];
       break;
+    default:
+      return SA_WINDOW_OVERFLOW; /* not an sa_pad */
   }
-  return *out >= 0;
+  *out = t / stride;
+  return *out >= 0 ? SA_WINDOW_OK : SA_WINDOW_NEGATIVE;
 }
 
 /* Whether im2col of the input would be the input itself. */

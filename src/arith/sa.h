@@ -97,11 +97,20 @@ enum sa_pad { SA_PAD_SAME, SA_PAD_VALID, SA_PAD_EXPLICIT };
  * rule (TF: GetWindowedOutputSizeVerbose): VALID (in - eff + stride) /
  * stride, SAME ceil(in / stride) with the excess split low-first, EXPLICIT
  * pads[0] before and pads[1] after; eff = (k - 1) * dil + 1. stride and dil
- * must be >= 1. False when the output size would be negative (*out holds
- * it, for the caller's message). */
-bool sa_conv_window(enum sa_pad pad, int64_t in, int64_t k, int64_t dil,
-                    int64_t stride, const int64_t pads[2], int64_t* out,
-                    int64_t* before);
+ * must be >= 1, in >= 0; in, k and pads may be as large as an empty
+ * tensor's dim or an attribute: every step is computed checked. Returns
+ *   SA_WINDOW_OK        *out and *before set;
+ *   SA_WINDOW_NEGATIVE  the output size would be negative (*out holds it,
+ *                       for the caller's message);
+ *   SA_WINDOW_OVERFLOW  a step (eff, a sum of sizes and paddings, SAME's
+ *                       padding) does not fit int64; *out and *before
+ *                       unspecified.
+ * Callers report the last two as TF's InvalidArgument. */
+enum sa_window { SA_WINDOW_OK, SA_WINDOW_NEGATIVE, SA_WINDOW_OVERFLOW };
+enum sa_window sa_conv_window(enum sa_pad pad, int64_t in, int64_t k,
+                              int64_t dil, int64_t stride,
+                              const int64_t pads[2], int64_t* out,
+                              int64_t* before);
 
 /* Geometry of one convolution; every size in elements. */
 typedef struct sa_conv_geom {

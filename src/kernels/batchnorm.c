@@ -271,7 +271,14 @@ static bn_args* new_args(sk_launch* l, const bn_state* st, const sk_shape* xs,
   a->eps = st->eps;
   a->factor = st->factor;
   a->training = st->training;
-  if (st->cfirst) {
+  if (xs->n == 0) {
+    /* An empty x as [0, C, 0]: no rows, no chunks. Its dims' products need
+     * not fit int64 ([0, 1, 3, 2**62]: TF's rule, sk_dims.h), so none is
+     * formed; C (a dim of scale, which exists) is all the runs use. */
+    a->c = st->cfirst ? xs->d[1] : xs->d[xs->nd - 1];
+    a->outer = a->inner = 0;
+  } else if (st->cfirst) {
+    /* x has an element: every product of its dims divides n and fits. */
     a->outer = xs->d[0];
     a->c = xs->d[1];
     a->inner = 1;
@@ -285,8 +292,13 @@ static bn_args* new_args(sk_launch* l, const bn_state* st, const sk_shape* xs,
   int64_t per = a->c * a->inner;
   a->chunk = per >= 16384 ? 1 : 16384 / (per ? per : 1);
   a->nchunks = (a->outer + a->chunk - 1) / a->chunk;
-  a->part = sk_temp_n(l, a->nchunks * 2 * a->c, sizeof(double));
-  a->stats = sk_temp_n(l, 4 * a->c, sizeof(double));
+  int64_t npart, nstats;
+  const char* what = "FusedBatchNorm scratch";
+  if (!sk_size_mul(l, a->nchunks, 2 * a->c, &npart, what) ||
+      !sk_size_mul(l, 4, a->c, &nstats, what))
+    return NULL;
+  a->part = sk_temp_n(l, npart, sizeof(double));
+  a->stats = sk_temp_n(l, nstats, sizeof(double));
   return sk_ok(l) ? a : NULL;
 }
 

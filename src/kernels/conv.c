@@ -49,12 +49,25 @@ static void fwd_run(sk_launch* l, void* args) {
 /* ---- geometry (TF thread) ----------------------------------------------- */
 
 /* Output size and padding before, as TF's GetWindowedOutputSizeVerbose,
- * with its message when the size would be negative. */
+ * with its message when the size would be negative; InvalidArgument too
+ * when a step of it overflows int64 (an empty input's dim, a filter dim
+ * times the dilation, explicit_paddings: sa_conv_window). */
 static bool window(sk_launch* l, const skc_attrs* at, int64_t in, int64_t k,
                    int64_t dil, int64_t stride, const int64_t* pads,
                    int64_t* out, int64_t* before) {
-  if (sa_conv_window(at->pad, in, k, dil, stride, pads, out, before))
-    return true;
+  enum sa_window rc =
+      sa_conv_window(at->pad, in, k, dil, stride, pads, out, before);
+  if (rc == SA_WINDOW_OK) return true;
+  if (rc == SA_WINDOW_OVERFLOW) {
+    sk_fail(l, TF_INVALID_ARGUMENT,
+            "Computed output size overflows int64 [input_size: %lld, "
+            "filter_size: %lld, dilation: %lld, stride: %lld, padding: "
+            "%lld, %lld]",
+            (long long)in, (long long)k, (long long)dil, (long long)stride,
+            (long long)(at->pad == SA_PAD_EXPLICIT ? pads[0] : 0),
+            (long long)(at->pad == SA_PAD_EXPLICIT ? pads[1] : 0));
+    return false;
+  }
   sk_fail(l, TF_INVALID_ARGUMENT,
           "Computed output size would be negative: %lld [input_size: %lld, "
           "effective_filter_size: %lld, stride: %lld]",

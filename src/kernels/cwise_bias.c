@@ -27,9 +27,16 @@
 
 static const bool kNCHW = true, kNHWC = false;
 
-/* [outer, C, inner] of a value of rank >= 2. */
+/* [outer, C, inner] of a value of rank >= 2; [0, C, 0] for an empty one,
+ * whose dims' products need not fit int64 ([0, 3, 2**62, 4]: sk_dims.h).
+ * For a value with an element every product divides s->n and fits. */
 static void channel_view(const sk_shape* s, bool nchw, int64_t v[3]) {
   int cd = nchw && s->nd >= 3 ? 1 : s->nd - 1;
+  v[1] = s->d[cd];
+  if (s->n == 0) {
+    v[0] = v[2] = 0;
+    return;
+  }
   v[0] = v[2] = 1;
   for (int k = 0; k < cd; k++) v[0] *= s->d[k];
   v[1] = s->d[cd];
@@ -214,7 +221,11 @@ static void bias_grad_compute(sk_launch* l, void* state) {
   a->c = v[1];
   a->s = v[2];
   bgrad_blocks(a);
-  a->part = sk_temp_n(l, a->nb * a->sb * a->c, sizeof(double));
+  int64_t np;
+  if (!sk_size_mul(l, a->nb, a->sb, &np, "BiasAddGrad scratch") ||
+      !sk_size_mul(l, np, a->c, &np, "BiasAddGrad scratch"))
+    return;
+  a->part = sk_temp_n(l, np, sizeof(double));
   if (a->part == NULL) return;
   sk_work(l, bgrad_run, "BiasAddGrad");
 }

@@ -77,10 +77,18 @@ void sk_cw_bcast_plan(const sk_shape* out, const sk_shape* x, const sk_shape* y,
                       sk_cw_bcast* plan) {
   bool fx[SK_MAX_DIMS], fy[SK_MAX_DIMS]; /* operand full (not broadcast) */
   int m = 0;
+  /* out is a shape TF accepts (sk_dims.h), so its count, multiplied from
+   * the first dim, fits int64. An empty one gets a plan of no element: the
+   * merged dims and strides below are products that need not fit then
+   * ([0, 2**62, 4]). */
   plan->n = 1;
+  for (int k = 0; k < out->nd; k++) plan->n *= out->d[k];
+  if (plan->n == 0) {
+    *plan = (sk_cw_bcast){.nd = 1, .n = 0};
+    return;
+  }
   for (int k = 0; k < out->nd; k++) {
     int64_t d = out->d[k];
-    plan->n *= d;
     if (d == 1) continue; /* no effect on any offset */
     bool bx = x->d[k] != 1, by = y->d[k] != 1;
     if (m > 0 && fx[m - 1] == bx && fy[m - 1] == by) {

@@ -285,11 +285,18 @@ bool sk_ewprog_broadcast(int nin, const int* rank,
     if (n >= 0 && __builtin_mul_overflow(n, d, &n)) n = -1;
   }
   *out_rank = nd;
-  if (n < 0) { /* more than 2**63 - 1 elements: no plan */
+  /* More than 2**63 - 1 elements (n = -1), or none: no plan. An empty
+   * output's merged dims and strides below are products that need not fit
+   * int64 ([0, 2**62, 4]: sk_dims.h), and nothing walks them. */
+  if (n <= 0) {
     plan->nin = nin;
     plan->nd = 1;
-    plan->n = -1;
+    plan->n = n;
     plan->d[0] = 0;
+    for (int k = 0; k < nin; k++) {
+      plan->s[k][0] = 0;
+      plan->direct[k] = false;
+    }
     return true;
   }
   /* Collapse: size-1 dims vanish, neighbours with one pattern merge. */

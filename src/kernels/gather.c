@@ -146,17 +146,27 @@ static void gather_compute(sk_launch* l, void* state) {
   for (int i = 0; i < axis; i++) os.d[os.nd++] = xs.d[i];
   for (int i = (int)bd; i < is.nd; i++) os.d[os.nd++] = is.d[i];
   for (int i = (int)axis + 1; i < xs.nd; i++) os.d[os.nd++] = xs.d[i];
-  sk_shape_count(l, &os);
+  if (!sk_shape_count(l, &os)) return;
   TF_Tensor* y = sk_output(l, 0, &os);
   gather_args* a = sk_args(l, sizeof(*a));
   if (!sk_ok(l)) return;
-  a->batch = a->outer = a->k = a->inner = 1;
-  for (int i = 0; i < bd; i++) a->batch *= xs.d[i];
-  for (int i = (int)bd; i < axis; i++) a->outer *= xs.d[i];
-  for (int i = (int)bd; i < is.nd; i++) a->k *= is.d[i];
-  for (int i = (int)axis + 1; i < xs.nd; i++) a->inner *= xs.d[i];
   a->n = xs.d[axis];
-  if (os.n == 0 && (a->batch * a->k == 0 || a->n > 0)) return;
+  /* An empty output has nothing to copy; it still has indices to check
+   * when there are some and params' axis is empty (every one is then out
+   * of range). The products below are formed only from dims whose product
+   * is known to fit: the output's when it has an element, indices' (the
+   * batch dims are also theirs) when they have one. An empty shape's need
+   * not ([0, 5, 2**62, 4] is valid: sk_dims.h). */
+  if (os.n == 0 && (is.n == 0 || a->n > 0)) return;
+  a->batch = a->outer = a->k = a->inner = 1;
+  for (int i = 0; i < bd; i++) a->batch *= is.d[i];
+  for (int i = (int)bd; i < is.nd; i++) a->k *= is.d[i];
+  if (os.n == 0) {
+    a->outer = a->inner = 0; /* gather_run fails on the first index */
+  } else {
+    for (int i = (int)bd; i < axis; i++) a->outer *= xs.d[i];
+    for (int i = (int)axis + 1; i < xs.nd; i++) a->inner *= xs.d[i];
+  }
   a->x = sk_data(x);
   a->y = sk_mdata(y);
   a->idx = sk_data(it);
@@ -263,24 +273,21 @@ static void onehot_compute(sk_launch* l, void* state) {
   }
   if (!sk_rank_ok(l, out_rank, "the output of OneHot")) return;
   int axis = hs->axis == -1 ? is.nd : (int)hs->axis;
-  int64_t prefix = 1, suffix = 1;
   os.nd = out_rank;
-  for (int i = 0, j = 0; i < out_rank; i++) {
-    if (i == axis) {
-      os.d[i] = depth;
-      continue;
-    }
-    os.d[i] = is.d[j];
-    if (i < axis)
-      prefix *= is.d[j];
-    else
-      suffix *= is.d[j];
-    j++;
-  }
-  sk_shape_count(l, &os);
+  for (int i = 0, j = 0; i < out_rank; i++)
+    os.d[i] = i == axis ? depth : is.d[j++];
+  if (!sk_shape_count(l, &os)) return;
   TF_Tensor* y = sk_output(l, 0, &os);
   onehot_args* a = sk_args(l, sizeof(*a));
   if (!sk_ok(l) || os.n == 0) return;
+  /* The output has an element, so products of its dims fit int64 (those of
+   * an empty one need not: [0, 3, 2**62, 2]). */
+  int64_t prefix = 1, suffix = 1;
+  for (int i = 0; i < out_rank; i++)
+    if (i < axis)
+      prefix *= os.d[i];
+    else if (i > axis)
+      suffix *= os.d[i];
   a->idx = sk_data(it);
   a->it = TF_TensorType(it);
   a->on = sk_data(on);
@@ -416,19 +423,20 @@ static void arg_compute(sk_launch* l, bool min) {
     return;
   }
   os.nd = 0;
-  int64_t outer = 1, inner = 1, n = xs.d[axis];
-  for (int i = 0; i < xs.nd; i++) {
-    if (i == axis) continue;
-    os.d[os.nd++] = xs.d[i];
-    if (i < axis)
-      outer *= xs.d[i];
-    else
-      inner *= xs.d[i];
-  }
-  sk_shape_count(l, &os);
+  for (int i = 0; i < xs.nd; i++)
+    if (i != axis) os.d[os.nd++] = xs.d[i];
+  if (!sk_shape_count(l, &os)) return;
   TF_Tensor* y = sk_output(l, 0, &os);
   arg_args* a = sk_args(l, sizeof(*a));
   if (!sk_ok(l) || os.n == 0) return;
+  /* x has an element (its axis is not empty, the output has one), so these
+   * products fit int64; an empty x's need not ([0, 5, 2**62, 4]). */
+  int64_t outer = 1, inner = 1, n = xs.d[axis];
+  for (int i = 0; i < xs.nd; i++)
+    if (i < axis)
+      outer *= xs.d[i];
+    else if (i > axis)
+      inner *= xs.d[i];
   a->x = sk_data(x);
   a->y = sk_mdata(y);
   a->t = TF_TensorType(x);
@@ -537,17 +545,20 @@ static void segsum_compute(sk_launch* l, void* state) {
     return;
   os.nd = 1 + xs.nd - is.nd;
   os.d[0] = segs;
-  int64_t inner = 1;
-  for (int i = is.nd; i < xs.nd; i++) {
-    os.d[1 + i - is.nd] = xs.d[i];
-    inner *= xs.d[i];
-  }
-  sk_shape_count(l, &os);
+  for (int i = is.nd; i < xs.nd; i++) os.d[1 + i - is.nd] = xs.d[i];
+  if (!sk_shape_count(l, &os)) return;
   TF_Tensor* y = sk_output(l, 0, &os);
   segsum_args* a = sk_args(l, sizeof(*a));
   if (!sk_ok(l)) return;
   a->rows = is.n;
   if (os.n == 0 && a->rows == 0) return;
+  /* The row size, multiplied from the first dim: with an element in the
+   * output its dims divide os.n; with one in segment_ids each partial
+   * product is at most x's (which fit: x exists) or 0 after a 0. Either
+   * way it fits; with neither (returned above) it need not: data
+   * [0, 4, 2**61], num_segments 0. */
+  int64_t inner = 1;
+  for (int i = is.nd; i < xs.nd; i++) inner *= xs.d[i];
   a->x = sk_data(x);
   a->y = sk_mdata(y);
   a->ids = sk_data(ids);

@@ -121,7 +121,7 @@ static void pad_compute(sk_launch* l, void* state) {
     if (!sk_size_add(l, xs.d[i], before[i], &os.d[i], "Pad output dimension") ||
         !sk_size_add(l, os.d[i], after[i], &os.d[i], "Pad output dimension"))
       return;
-  sk_shape_count(l, &os);
+  if (!sk_shape_count(l, &os)) return;
   bool nopad = true;
   for (int i = 0; i < xs.nd; i++) nopad &= before[i] == 0 && after[i] == 0;
   if (nopad) { /* TF forwards the input */
@@ -294,12 +294,13 @@ static void mirror_compute(sk_launch* l, void* state, bool grad) {
       continue;
     }
     /* MirrorPadGrad: the forward op's limits, on its output (the unpadded
-     * shape), with TF CPU's messages; their numbers wrap as TF CPU's do
-     * (in unsigned arithmetic: no undefined overflow), and any shape that
-     * gets past them has 0 <= o < xs.d[i]. */
-    int64_t b = before[i], a = after[i];
-    int64_t total = (int64_t)((uint64_t)b + (uint64_t)a);
-    int64_t o = (int64_t)((uint64_t)xs.d[i] - (uint64_t)total);
+     * shape), with TF CPU's messages. read_paddings made b, a >= 0; their
+     * sum is checked (b = a = 2**62 + 1 wrapped to a negative total that
+     * passed the test below and made o = INT64_MAX), so any dim that gets
+     * past them has 0 <= total < xs.d[i], hence 0 < o <= xs.d[i]. */
+    int64_t b = before[i], a = after[i], total;
+    if (!sk_size_add(l, b, a, &total, "MirrorPadGrad total paddings")) return;
+    int64_t o = xs.d[i] - total;
     if (total >= xs.d[i]) {
       sk_fail(l, TF_INVALID_ARGUMENT,
               "Total paddings must be less than the input dimension size: "
@@ -323,7 +324,7 @@ static void mirror_compute(sk_launch* l, void* state, bool grad) {
     }
     os.d[i] = o;
   }
-  sk_shape_count(l, &os);
+  if (!sk_shape_count(l, &os)) return;
   TF_Tensor* y = sk_output(l, 0, &os);
   mirror_args* a = sk_args(l, sizeof(*a));
   if (!sk_ok(l) || os.n == 0) return;

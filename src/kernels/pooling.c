@@ -264,10 +264,15 @@ static bool pool_dim(sk_launch* l, const pool_state* st, int64_t in, int64_t k,
             (long long)s);
     return false;
   }
-  int64_t pb = 0, pa = 0;
+  /* k and s are int32 attributes and explicit paddings are below k, but
+   * in may be any dim of an empty input ([0, 2**63 - 1, 1, 1]): the sums
+   * with it are checked. */
+  const char* what = "pooling output size";
+  int64_t pb = 0, pa = 0, t;
   if (st->pad == PAD_SAME) {
-    *out = (in + s - 1) / s;
-    int64_t total = (*out - 1) * s + k - in;
+    if (!sk_size_add(l, in, s - 1, &t, what)) return false;
+    *out = t / s;
+    int64_t total = (*out - 1) * s + k - in; /* (*out - 1) * s < in */
     pb = total > 0 ? total / 2 : 0;
   } else {
     if (st->pad == PAD_EXPLICIT) {
@@ -281,7 +286,8 @@ static bool pool_dim(sk_launch* l, const pool_state* st, int64_t in, int64_t k,
         return false;
       }
     }
-    *out = (in + pb + pa - k + s) / s;
+    if (!sk_size_add(l, in, pb + pa - k + s, &t, what)) return false;
+    *out = t / s;
     if (*out < 0) {
       sk_fail(l, TF_INVALID_ARGUMENT,
               "Computed output size would be negative: %lld [input_size: "
@@ -311,10 +317,12 @@ static bool pool_geometry(sk_launch* l, const pool_state* st, const int64_t* in,
                   &g->pl);
 }
 
-static sk_shape pool_out_shape(const pool_geom* g) {
-  sk_shape s = {.nd = 4, .d = {g->n, g->oh, g->ow, g->c}};
-  s.n = g->n * g->oh * g->ow * g->c;
-  return s;
+/* [N, OH, OW, C], counted checked: explicit padding can make OH > H, so
+ * the output of a valid input can pass 2**63 - 1 elements (false after
+ * failing the launch: InvalidArgument). */
+static bool pool_out_shape(sk_launch* l, const pool_geom* g, sk_shape* s) {
+  *s = (sk_shape){.nd = 4, .d = {g->n, g->oh, g->ow, g->c}};
+  return sk_shape_count(l, s);
 }
 
 /* ---- compute functions (TF thread) --------------------------------------- */
@@ -331,7 +339,8 @@ static void pool_fwd_compute(sk_launch* l, void* state) {
     return;
   }
   if (!pool_geometry(l, st, xs.d, &g)) return;
-  sk_shape ys = pool_out_shape(&g);
+  sk_shape ys;
+  if (!pool_out_shape(l, &g, &ys)) return;
   TF_Tensor* y = sk_output(l, 0, &ys);
   pool_args* a = sk_args(l, sizeof(*a));
   if (!sk_ok(l) || ys.n == 0) return;
@@ -369,7 +378,8 @@ static void max_grad_compute(sk_launch* l, void* state) {
     return;
   }
   if (!pool_geometry(l, st, xs.d, &g)) return;
-  sk_shape ys = pool_out_shape(&g);
+  sk_shape ys;
+  if (!pool_out_shape(l, &g, &ys)) return;
   if (!pool_expect(l, y, "orig_output", &ys) ||
       !pool_expect(l, dy, "grad", &ys))
     return;
@@ -418,7 +428,8 @@ static void avg_grad_compute(sk_launch* l, void* state) {
   }
   if (!sk_shape_count(l, &xs)) return; /* orig_input_shape: any int32s */
   if (!pool_geometry(l, st, xs.d, &g)) return;
-  sk_shape ys = pool_out_shape(&g);
+  sk_shape ys;
+  if (!pool_out_shape(l, &g, &ys)) return;
   if (!pool_expect(l, dy, "grad", &ys)) return;
   TF_Tensor* dx = sk_output(l, 0, &xs);
   pool_args* a = sk_args(l, sizeof(*a));

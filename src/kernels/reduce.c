@@ -383,15 +383,23 @@ static void red_compute(sk_launch* l, void* state) {
       !red_read_axes(l, axes, s.nd, red))
     return;
   os.nd = 0;
-  os.n = 1;
+  /* R: the reduced count. When x has an element it is exact (it divides
+   * s.n). An empty x's dims need not have a product that fits int64
+   * ([0, 5, 2**62, 4]: sk_dims.h), and then only whether R is 0, 1 or more
+   * matters (2 stands for more): R == 1 aliases, R == 0 with a non-empty
+   * output fills, and any other R leaves the output empty (a kept dim is
+   * 0), so nothing runs. */
   int64_t R = 1;
   for (int i = 0; i < s.nd; i++) {
-    if (red[i]) R *= s.d[i];
-    if (!red[i] || st->keep_dims) {
-      os.d[os.nd++] = red[i] ? 1 : s.d[i];
-      os.n *= red[i] ? 1 : s.d[i];
+    if (red[i]) {
+      if (s.n > 0)
+        R *= s.d[i];
+      else
+        R = R == 0 || s.d[i] == 0 ? 0 : (R == 1 && s.d[i] == 1 ? 1 : 2);
     }
+    if (!red[i] || st->keep_dims) os.d[os.nd++] = red[i] ? 1 : s.d[i];
   }
+  if (!sk_shape_count(l, &os)) return;
   TF_DataType dt = TF_TensorType(x);
   const red_ops* ops = red_ops_for(st->kind, dt);
   if (ops == NULL) {
@@ -418,7 +426,11 @@ static void red_compute(sk_launch* l, void* state) {
   }
   red_plan(a, &s, red);
   if (a->nrb > 1) {
-    a->part = sk_temp_n(l, a->O * a->nrb * a->K, sizeof(red_acc));
+    int64_t np;
+    if (!sk_size_mul(l, a->O, a->nrb, &np, st->name) ||
+        !sk_size_mul(l, np, a->K, &np, st->name))
+      return;
+    a->part = sk_temp_n(l, np, sizeof(red_acc));
     if (a->part == NULL) return;
   }
   sk_work(l, red_run, st->name);

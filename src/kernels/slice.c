@@ -216,7 +216,7 @@ static void slice_compute(sk_launch* l, void* state) {
     size[i] = os.d[i] = s;
     one[i] = 1;
   }
-  sk_shape_count(l, &os);
+  if (!sk_shape_count(l, &os)) return; /* slice_launch reads os.n */
   slice_launch(l, x, &xs, begin, one, size, &os, "Slice");
 }
 
@@ -354,7 +354,7 @@ static bool ss_plan_make(sk_launch* l, const ss_state* st, const TF_Tensor* bt,
     p->stride[i] = s;
     p->count[i] = p->proc.d[i] = c;
   }
-  sk_shape_count(l, &p->proc);
+  if (!sk_shape_count(l, &p->proc)) return false;
   p->final.nd = 0;
   for (int k = 0; k < ng; k++) {
     if (gather[k] == kShrink) continue;
@@ -363,8 +363,7 @@ static bool ss_plan_make(sk_launch* l, const ss_state* st, const TF_Tensor* bt,
     p->final.d[p->final.nd++] =
         gather[k] == kNewAxis ? 1 : p->proc.d[gather[k]];
   }
-  sk_shape_count(l, &p->final);
-  return true;
+  return sk_shape_count(l, &p->final);
 }
 
 static void strided_slice_compute(sk_launch* l, void* state) {

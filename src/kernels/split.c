@@ -48,7 +48,7 @@ static void split_launch(sk_launch* l, TF_Tensor* x, const sk_shape* xs,
     } else {
       os.d[axis] = sizes[k];
     }
-    sk_shape_count(l, &os);
+    if (!sk_shape_count(l, &os)) return;
     if (count == 1 && os.n == xs->n) {
       sk_output_alias(l, k, x, TF_TensorType(x), &os);
       return;

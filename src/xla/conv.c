@@ -164,7 +164,9 @@ static XLA_FFI_Error* window(const sx_call* c, const cv_attrs* at, int axis,
                     " or padding %" PRId64 "/%" PRId64
                     ": simdev takes values up to %d",
                     dim, in, dim, k, s, d, p[0], p[1], INT32_MAX);
-  if (!sa_conv_window(at->pad, in, k, d, s, p, out, before)) *out = 0;
+  /* The bounds above leave no overflow; a negative size is XLA's empty. */
+  if (sa_conv_window(at->pad, in, k, d, s, p, out, before) != SA_WINDOW_OK)
+    *out = 0;
   return NULL;
 }
 
