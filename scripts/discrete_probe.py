@@ -52,7 +52,7 @@ def done(value, *on_simdev):
 
 PROBES = {
     # Variables: TF 2.21 serves them on a PluggableDevice with its
-    # DEVICE_DEFAULT kernels (src/kernels/sk.h explains).
+    # DEVICE_DEFAULT kernels (src/kernels/framework/sk.h explains).
     "variable_create": """
         with tf.device(D):
             v = tf.Variable(tf.ones([256]))

@@ -1,6 +1,6 @@
 """The layering rules of src/, checked on the sources and the built objects.
 
-1. A module (a folder of src/) includes another module's code only through
+1. A module (a folder of src/; each subfolder of src/kernels/ is one) includes another module's code only through
    that module's public header(s) (PUBLIC below): never an *_internal.h or a
    kernel family header of another folder.
 2. No two files of one module call each other in a circle (a strongly
@@ -21,16 +21,29 @@ import sys
 
 PUBLIC = {
     "device_sim": "device_sim/sim.h",
-    # scalar.h: the element-wise scalar functions (header-only), which the
-    # kernels and the TF-free elementwise evaluator include
-    "arith": ("arith/sa.h", "arith/scalar.h"),
+    # TF-free arithmetic: sa.h (GEMM, convolution, epilogue); scalar.h (the
+    # element-wise scalar functions, header-only); ewprog.h (element-wise
+    # programs and THE table of fusable ops, read by the kernels and the
+    # graph optimizer); dims.h (checked shape arithmetic)
+    "arith": ("arith/sa.h", "arith/scalar.h", "arith/ewprog.h",
+              "arith/dims.h"),
     # the XLA FFI handlers (libsimdev_xla.so); jaxlib's c_api.h is included
     # with <>, as a system header
     "xla": "xla/sx.h",
     "se": "se/se.h",
-    # ewprog.h: the table of fusable elementwise ops (plain C, no TF), which
-    # the graph optimizer's elementwise pass reads
-    "kernels": ("kernels/sk.h", "kernels/ewprog.h"),
+    # The kernel framework: what every op family may use. sk_tf.h is sk.h's
+    # own (TF's kernel headers), families.def its list of families.
+    "kernels/framework": ("kernels/framework/sk.h", "kernels/framework/f16.h",
+                          "kernels/framework/fused.h"),
+    # Op families: their headers (cwise.h, conv.h, array.h, random.h) are
+    # for the family's own files; no other folder includes them.
+    "kernels/math": (),
+    "kernels/nn": (),
+    "kernels/linalg": (),
+    "kernels/image": (),
+    "kernels/array": (),
+    "kernels/random": (),
+    "kernels/interop": (),
     "dlpack": "dlpack/dlp.h",
     "pbwire": "pbwire/pbwire.h",
     "graph": "graph/graph.h",
@@ -48,13 +61,19 @@ def include_violations(src):
         mod = os.path.relpath(os.path.dirname(path), os.path.join(src, "src"))
         with open(path, encoding="utf-8") as f:
             text = f.read()
+        if mod not in PUBLIC:
+            bad.append(f"{os.path.relpath(path, src)}: folder {mod} is not "
+                       "in tests/layering.py's PUBLIC (add it with its "
+                       "public headers)")
         for inc in re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, re.M):
-            other = inc.split("/")[0] if "/" in inc else mod
+            other = os.path.dirname(inc) if "/" in inc else mod
             allowed = PUBLIC.get(other, ())
             allowed = (allowed,) if isinstance(allowed, str) else allowed
             if other != mod and other in PUBLIC and inc not in allowed:
+                use = (f"use {' or '.join(allowed)}" if allowed else
+                       f"{other}'s headers are for its own files")
                 bad.append(f"{os.path.relpath(path, src)} includes {inc} "
-                           f"(use {' or '.join(allowed)})")
+                           f"({use})")
     return bad
 
 

@@ -2,7 +2,7 @@
 
 TensorFlow's ``tf.experimental.dlpack`` refuses device types other than CPU
 and GPU. simdev registers two ops of its own (``SimdevToDlpack`` and
-``SimdevFromDlpack``, see ``src/kernels/dlpack_ops.c``) that carry the
+``SimdevFromDlpack``, see ``src/kernels/interop/dlpack_ops.c``) that carry the
 address of a DLPack managed tensor as an int64; this module wraps that
 address in the protocol's capsule (``simdev._dlpack``, in C).
 

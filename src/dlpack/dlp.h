@@ -2,7 +2,7 @@
  * dlp.h - DLPack for simdev (src/dlpack/, prefix dlp_): managed tensors over
  * simdev buffers for export, and the validation of incoming ones and the
  * decision how to import them (share or copy). No TensorFlow here; the ops
- * that move TF tensors in and out build on this (src/kernels/dlpack_ops.c),
+ * that move TF tensors in and out build on this (src/kernels/interop/dlpack_ops.c),
  * and so does the fuzz target (tests/fuzz/fuzz_dlpack.c).
  *
  * DLPack's ABI comes from the installed header (TensorFlow's wheel ships
@@ -12,7 +12,7 @@
  * with byte_offset 0 and strides always filled (DLPack 1.2 requires them
  * when ndim > 0). On a discrete device (SIMDEV_DISCRETE=1) the caller
  * passes the buffer's host-accessible alias (sim_mem_alias), never the
- * address TF holds (src/kernels/dlpack_ops.c).
+ * address TF holds (src/kernels/interop/dlpack_ops.c).
  *
  * Thread contract: every function is reentrant. A deleter built here may be
  * called from any thread, exactly once (the consumer's duty).
@@ -35,7 +35,7 @@ extern "C" {
 #endif
 
 /* Highest rank simdev exchanges, on import and on export. It is the limit
- * of simdev's kernels (SK_MAX_DIMS in src/kernels/sk.h; dlpack_ops.c fails
+ * of simdev's kernels (SK_MAX_DIMS in src/kernels/framework/sk.h; dlpack_ops.c fails
  * to compile if the two differ): a tensor of higher rank could not go
  * through any simdev kernel, and the ops keep shapes in arrays of this size.
  * Anything above it is refused (DLP_EUNSUPPORTED), never truncated. */

@@ -55,14 +55,14 @@
 
 #include "graph/passes.h"
 #include "graph/sg.h"
-#include "kernels/ewprog.h"
+#include "arith/ewprog.h"
 #include "pbwire/pbwire.h"
 
 /* TF's DataType enum values for the dtypes the fused kernel has. */
 enum { EW_DT_FLOAT = 1, EW_DT_DOUBLE = 2 };
 
 #define EW_FUSED_OP "_SimdevFusedElementwise"
-#define EW_PROGRAM_MAX SK_EWPROG_MAX_LEN
+#define EW_PROGRAM_MAX SA_EWPROG_MAX_LEN
 
 /* Per-node facts, indexed by sg_node.index. */
 typedef struct ew_info {
@@ -90,7 +90,7 @@ typedef struct ew_pass {
   sg_err* err;
   int n;
   ew_info* info;
-  /* sorted leaves of packed subtrees: SK_EWPROG_MAX_INPUTS + 1 per node */
+  /* sorted leaves of packed subtrees: SA_EWPROG_MAX_INPUTS + 1 per node */
   ew_leaf* leaves;
   int* stack; /* explicit DFS stack, n entries of (node, next input) pairs */
   /* scalar analysis (see "Scalars"): per node EW_S_*, and its DFS stack */
@@ -100,7 +100,7 @@ typedef struct ew_pass {
 } ew_pass;
 
 static ew_leaf* leaves_of(ew_pass* p, int i) {
-  return p->leaves + (size_t)i * (SK_EWPROG_MAX_INPUTS + 1);
+  return p->leaves + (size_t)i * (SA_EWPROG_MAX_INPUTS + 1);
 }
 
 /* Number of data inputs of n (TF lists them before the control inputs). */
@@ -124,7 +124,7 @@ static bool is_grad(const char* op) {
 
 static void classify(ew_pass* p, sg_node* n) {
   ew_info* in = &p->info[n->index];
-  int arity = sk_ewprog_arity(n->op);
+  int arity = sa_ewprog_arity(n->op);
   int dtype;
   if (n->removed || arity <= 0 || !sg_on_simdev(n) || is_grad(n->op)) return;
   if (!sg_attr_type(n, "T", &dtype) ||
@@ -236,7 +236,7 @@ static bool attr_shape_scalar(const sg_node* n, const char* name, int field) {
 /* Nodes whose scalar-ness is that of all their data inputs. */
 static bool scalar_propagates(const sg_node* n) {
   return strcmp(n->op, "Identity") == 0 || strcmp(n->op, "Cast") == 0 ||
-         strcmp(n->op, EW_FUSED_OP) == 0 || sk_ewprog_arity(n->op) > 0;
+         strcmp(n->op, EW_FUSED_OP) == 0 || sa_ewprog_arity(n->op) > 0;
 }
 
 /* Scalar-ness of a node that does not propagate it (EW_S_YES / EW_S_NO). */
@@ -318,12 +318,12 @@ static sg_ref operand(ew_pass* p, sg_node* n, int j) {
   return none; /* not reached: classify checked the count */
 }
 
-/* Sorted union of a and b into out (at most SK_EWPROG_MAX_INPUTS + 1 entries:
+/* Sorted union of a and b into out (at most SA_EWPROG_MAX_INPUTS + 1 entries:
  * one past the limit is enough to know it is exceeded). */
 static int leaf_union(const ew_leaf* a, int na, const ew_leaf* b, int nb,
                       ew_leaf* out) {
   int i = 0, j = 0, k = 0;
-  while ((i < na || j < nb) && k <= SK_EWPROG_MAX_INPUTS) {
+  while ((i < na || j < nb) && k <= SA_EWPROG_MAX_INPUTS) {
     ew_leaf v;
     if (j >= nb || (i < na && a[i] < b[j])) {
       v = a[i++];
@@ -343,7 +343,7 @@ static int leaf_union(const ew_leaf* a, int na, const ew_leaf* b, int nb,
 static bool measure(ew_pass* p, int i) {
   sg_node* n = sg_node_at(p->g, i);
   ew_info* in = &p->info[i];
-  ew_leaf acc[SK_EWPROG_MAX_INPUTS + 1], tmp[SK_EWPROG_MAX_INPUTS + 1];
+  ew_leaf acc[SA_EWPROG_MAX_INPUTS + 1], tmp[SA_EWPROG_MAX_INPUTS + 1];
   int nacc = 0;
   in->ops = 1;
   in->depth = 0;
@@ -367,8 +367,8 @@ static bool measure(ew_pass* p, int i) {
   }
   in->nleaves = nacc;
   memcpy(leaves_of(p, i), acc, sizeof(ew_leaf) * (size_t)nacc);
-  return in->ops <= SK_EWPROG_MAX_OPS && in->nleaves <= SK_EWPROG_MAX_INPUTS &&
-         in->depth <= SK_EWPROG_MAX_STACK;
+  return in->ops <= SA_EWPROG_MAX_OPS && in->nleaves <= SA_EWPROG_MAX_INPUTS &&
+         in->depth <= SA_EWPROG_MAX_STACK;
 }
 
 /* Packs the subtree rooted at node i, whose absorbed children are packed:
@@ -421,15 +421,15 @@ static void pack_tree(ew_pass* p, int root) {
 typedef struct ew_emit {
   char prog[EW_PROGRAM_MAX];
   size_t len;
-  ew_leaf leaves[SK_EWPROG_MAX_INPUTS];
+  ew_leaf leaves[SA_EWPROG_MAX_INPUTS];
   int nleaves;
-  sg_node* absorbed[SK_EWPROG_MAX_OPS];
+  sg_node* absorbed[SA_EWPROG_MAX_OPS];
   int nabsorbed;
 } ew_emit;
 
 static void put(ew_emit* e, const char* tok) {
   size_t k = strlen(tok);
-  /* Sizes are bounded by SK_EWPROG_MAX_OPS and the table's names; overflowing
+  /* Sizes are bounded by SA_EWPROG_MAX_OPS and the table's names; overflowing
    * would be a broken invariant, not bad input. */
   if (e->len + k + 2 > sizeof e->prog) {
     fprintf(stderr, "%s:%d: elementwise program overflow\n", __FILE__,
@@ -441,7 +441,7 @@ static void put(ew_emit* e, const char* tok) {
   e->len += k;
 }
 
-/* Recursion depth is bounded by SK_EWPROG_MAX_OPS: the tree is packed. */
+/* Recursion depth is bounded by SA_EWPROG_MAX_OPS: the tree is packed. */
 static void emit(ew_pass* p, ew_emit* e, sg_node* n) {
   const ew_info* in = &p->info[n->index];
   for (int j = 0; j < in->arity; ++j) {
@@ -529,7 +529,7 @@ int sg_pass_elementwise(sg_graph* g, const sg_ctx* c, sg_err* err) {
   int fused = 0;
   if (p.n == 0) return 0;
   p.info = calloc((size_t)p.n, sizeof *p.info);
-  p.leaves = malloc(sizeof(ew_leaf) * (size_t)p.n * (SK_EWPROG_MAX_INPUTS + 1));
+  p.leaves = malloc(sizeof(ew_leaf) * (size_t)p.n * (SA_EWPROG_MAX_INPUTS + 1));
   p.stack = malloc(sizeof(int) * 2 * (size_t)p.n);
   p.scalar = calloc((size_t)p.n, 1);
   p.sstack_cap = 1; /* every input edge can push once, plus the start */

@@ -1,6 +1,6 @@
 /*
  * fuzz_ewprog.c - libFuzzer target for _SimdevFusedElementwise's program
- * parser and evaluator (src/kernels/ewprog.c, no TensorFlow). The program
+ * parser and evaluator (src/arith/ewprog.c, no TensorFlow). The program
  * string comes from a GraphDef attribute, i.e. from whoever wrote the
  * graph: any bytes must give a clean error or a program that evaluates
  * within its bounds.
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/ewprog.h"
+#include "arith/ewprog.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
@@ -30,19 +30,19 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   program[size - 2] = '\0';
   static sk_ewprog prog;
   char err[200];
-  bool ok = sk_ewprog_parse(program, n, &prog, err, sizeof(err));
+  bool ok = sa_ewprog_parse(program, n, &prog, err, sizeof(err));
   free(program);
   if (!ok) {
     if (strlen(err) == 0) abort(); /* every refusal says why */
     return 0;
   }
-  if (prog.nins < 1 || prog.max_depth > SK_EWPROG_MAX_STACK) abort();
-  int rank[SK_EWPROG_MAX_INPUTS];
-  int64_t dims[SK_EWPROG_MAX_INPUTS][SK_EWPROG_MAX_DIMS];
-  static double xd[SK_EWPROG_MAX_INPUTS][LEN];
-  static float xf[SK_EWPROG_MAX_INPUTS][LEN];
-  const double* ind[SK_EWPROG_MAX_INPUTS];
-  const float* inf[SK_EWPROG_MAX_INPUTS];
+  if (prog.nins < 1 || prog.max_depth > SA_EWPROG_MAX_STACK) abort();
+  int rank[SA_EWPROG_MAX_INPUTS];
+  int64_t dims[SA_EWPROG_MAX_INPUTS][SA_EWPROG_MAX_DIMS];
+  static double xd[SA_EWPROG_MAX_INPUTS][LEN];
+  static float xf[SA_EWPROG_MAX_INPUTS][LEN];
+  const double* ind[SA_EWPROG_MAX_INPUTS];
+  const float* inf[SA_EWPROG_MAX_INPUTS];
   for (int k = 0; k < n; k++) {
     rank[k] = k < 8 && ((scalars >> k) & 1) ? 0 : 1;
     dims[k][0] = LEN;
@@ -50,18 +50,18 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ind[k] = xd[k];
     inf[k] = xf[k];
   }
-  static sk_ewprog_plan plan;
-  int64_t out[SK_EWPROG_MAX_DIMS];
+  static sa_ewprog_plan plan;
+  int64_t out[SA_EWPROG_MAX_DIMS];
   int nd, a, b;
-  if (!sk_ewprog_broadcast(n, rank, (const int64_t(*)[SK_EWPROG_MAX_DIMS])dims,
+  if (!sa_ewprog_broadcast(n, rank, (const int64_t(*)[SA_EWPROG_MAX_DIMS])dims,
                            &nd, out, &plan, &a, &b))
     abort(); /* [300] and [] always broadcast */
   /* exact-size heap outputs: a write past the end is an ASan report */
   double* zd = malloc(sizeof(double) * (size_t)plan.n);
   float* zf = malloc(sizeof(float) * (size_t)plan.n);
   if (zd != NULL && zf != NULL) {
-    sk_ewprog_eval_f64(&prog, &plan, ind, zd, 0, plan.n);
-    sk_ewprog_eval_f32(&prog, &plan, inf, zf, 0, plan.n);
+    sa_ewprog_eval_f64(&prog, &plan, ind, zd, 0, plan.n);
+    sa_ewprog_eval_f32(&prog, &plan, inf, zf, 0, plan.n);
   }
   free(zd);
   free(zf);

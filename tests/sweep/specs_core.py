@@ -43,7 +43,7 @@ class Spec:
     # (its outputs have its inputs' shapes; or TF CPU itself aborts on the
     # case: docs/tf-cpu-divergences.md). The sweep fails on a spec of a
     # registered op with neither (sweep.run_op): a kernel that computes a
-    # shape must prove it hands TF no unchecked one (src/kernels/sk_dims.h).
+    # shape must prove it hands TF no unchecked one (src/arith/dims.h).
     huge: object = None
     no_huge: str = ""
     # Comparison with TF CPU: allowed error in units of the dtype's unit

@@ -1,4 +1,4 @@
-"""Sweep specs of the data-movement ops (misc.c, shape_ops.c, slices, pads,
+"""Sweep specs of the data-movement ops (fill_cast.c, shape_ops.c, slices, pads,
 gathers and scatters, casts, DLPack). Results are compared bit for bit."""
 import numpy as np
 

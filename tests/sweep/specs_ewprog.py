@@ -1,4 +1,4 @@
-"""Sweep spec of _SimdevFusedElementwise (src/kernels/ewprog_op.c).
+"""Sweep spec of _SimdevFusedElementwise (src/kernels/math/fused_elementwise.c).
 
 The op is simdev's own: TF has no CPU kernel for it and it is not in
 tf.raw_ops (sweep.op_function runs it). Its property instead of the CPU

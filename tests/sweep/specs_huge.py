@@ -7,7 +7,7 @@ but enormous (2**40 elements) give ResourceExhausted on both devices, but
 only after TF's BFC allocator has retried for about 10 s on SIMDEV, too
 slow for the sweep: the kernels meet them through sk_output like any other
 allocation. SIMDEV must raise TF CPU's class, never
-abort: src/kernels/sk_dims.h is the check every kernel's shapes pass.
+abort: src/arith/dims.h is the check every kernel's shapes pass.
 
 Cases TF CPU itself aborts on are not here (they would kill the sweep); they
 are in docs/tf-cpu-divergences.md, and tests/tf/test_kernels_huge.py checks

@@ -189,7 +189,7 @@ OPS = [_bn("FusedBatchNorm"), _bn("FusedBatchNormV2"), _bn("FusedBatchNormV3"),
        _bn_grad("FusedBatchNormGradV3"), _einsum()] + _resize() + _random()
 
 
-# ---- TF's fused ops (src/kernels/fused.h), run by sweep.op_function ---------
+# ---- TF's fused ops (src/kernels/framework/fused.h), run by sweep.op_function ---------
 # (underscore ops are not in tf.raw_ops). Sums of at most 27 products as
 # Conv2D's, then bias and activation: 64 ulps as Conv2D's specs.
 def _act_cpu(y, kw):

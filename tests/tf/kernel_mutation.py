@@ -6,7 +6,7 @@ leave that one kernel out and show that some test fails.
     .venv/bin/python tests/tf/kernel_mutation.py --list      # the ops
 
 The plugin's test-only switch SIMDEV_TEST_OMIT_KERNELS=Op leaves Op
-unregistered (src/kernels/launch.c); pytest's --simdev-omit-kernels=Op
+unregistered (src/kernels/framework/launch.c); pytest's --simdev-omit-kernels=Op
 passes it to every TF child (tests/tf/conftest.py). For each op this script
 runs pytest over tests/tf with that op omitted and -x, the modules that name
 the op first, leaving out tests marked `registry` (they only read TF's

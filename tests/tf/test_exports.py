@@ -139,7 +139,7 @@ def test_ldd_resolves_every_dependency(lib):
 # plugin needs them to register its own AssignVariableOp / AssignAdd /
 # ResourceApply* kernels; TF 2.21 declares them but no shipped library
 # defines them, which is why simdev relies on TF's DEVICE_DEFAULT variable
-# kernels (see src/kernels/sk.h). If this test starts failing, TF ships them
+# kernels (see src/kernels/framework/sk.h). If this test starts failing, TF ships them
 # now and simdev should register its own variable kernels.
 KERNELS_EXPERIMENTAL = [
     "TF_AssignVariable", "TF_AssignUpdateVariable",

@@ -36,7 +36,7 @@ from graphutil import IMPORT
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-EWPROG_C = os.path.join(ROOT, "src", "kernels", "ewprog.c")
+EWPROG_C = os.path.join(ROOT, "src", "arith", "ewprog.c")
 LIMIT_OPS, LIMIT_INPUTS, LIMIT_STACK = 64, 16, 16  # ewprog.h
 
 

@@ -416,7 +416,7 @@ def ops_on(nodes, device="SIMDEV"):
 
 def assert_same_results(on, off, name, rtol=1e-5, atol=1e-6):
     """Passes on == passes off bit for bit (the fused kernels run the
-    unfused kernels' GEMM calls and scalar functions, src/kernels/fused.h;
+    unfused kernels' GEMM calls and scalar functions, src/kernels/framework/fused.h;
     an explicit padding reads the zeros the Pad wrote), and == TF CPU
     within rtol/atol x 10."""
     d_on, d_off = on.data(name), off.data(name)

@@ -11,7 +11,7 @@ every stream. simdev's kernels are asynchronous, so two hazards exist:
 
 simdev avoids both by completing a kernel (TF's async `done`) only after its
 stream item ran, and by holding its input and output tensors until then (see
-src/kernels/sk.h). Each scenario queues a backlog of large Relu ops first, so
+src/kernels/framework/sk.h). Each scenario queues a backlog of large Relu ops first, so
 the work under test is still queued when TF's host code runs.
 
 The same scenarios run again with SIMDEV_UNSAFE_EARLY_COMPLETION=1, the naive

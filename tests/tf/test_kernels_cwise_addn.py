@@ -1,6 +1,6 @@
 """AddN and the legacy Add on SIMDEV against NumPy and TF's CPU kernels.
 
-Covers src/kernels/cwise_addn.c (AddN) and the legacy Add of cwise_binary.c
+Covers src/kernels/math/cwise_addn.c (AddN) and the legacy Add of cwise_binary.c
 (the AddV2 loops under TF's old name). One subprocess, soft placement off.
 
 AddN: N = 1, 2, 3, 9 (more than TF CPU's groups of eight) and 40 inputs,

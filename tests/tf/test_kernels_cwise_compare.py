@@ -1,7 +1,7 @@
 """Comparisons, logical ops, FloorDiv/FloorMod and Select/SelectV2 on SIMDEV
 against NumPy and TF's CPU kernels.
 
-Covers src/kernels/cwise_compare.c (Greater, GreaterEqual, Less, LessEqual,
+Covers src/kernels/math/cwise_compare.c (Greater, GreaterEqual, Less, LessEqual,
 Equal, NotEqual with incompatible_shape_error both ways, LogicalAnd,
 LogicalOr, LogicalNot, FloorDiv, FloorMod) and cwise_select.c (Select,
 SelectV2). One subprocess, soft placement off, small shapes over the

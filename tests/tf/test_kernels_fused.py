@@ -1,6 +1,6 @@
 """TF's fused ops on SIMDEV: _FusedConv2D, _FusedMatMul and
 _FusedDepthwiseConv2dNative with fused_ops ["BiasAdd"] and ["BiasAdd", act]
-(src/kernels/fused.h). Underscore ops are not in tf.raw_ops: the child runs
+(src/kernels/framework/fused.h). Underscore ops are not in tf.raw_ops: the child runs
 them with tensorflow.python.eager.execute.execute, soft placement off.
 
 Each case is held to

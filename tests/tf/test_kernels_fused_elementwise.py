@@ -1,4 +1,4 @@
-"""_SimdevFusedElementwise (src/kernels/ewprog.c, ewprog_op.c) run directly.
+"""_SimdevFusedElementwise (src/arith/ewprog.c, fused_elementwise.c) run directly.
 
 The op is plugin-defined and has an underscore name, so it is not in
 tf.raw_ops: the child runs it with tensorflow.python.eager.execute.execute
@@ -32,7 +32,7 @@ import pytest
 from conftest import assert_vs_ref
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-EWPROG_C = os.path.join(HERE, "..", "..", "src", "kernels", "ewprog.c")
+EWPROG_C = os.path.join(HERE, "..", "..", "src", "arith", "ewprog.c")
 
 
 def _table():

@@ -1,6 +1,6 @@
 /*
- * test_dims.c - src/kernels/dims.c without TensorFlow: the check every
- * shape passes before a kernel hands it to TF (sk_dims_check follows
+ * test_dims.c - src/arith/dims.c without TensorFlow: the check every
+ * shape passes before a kernel hands it to TF (sa_dims_check follows
  * TensorShape's rule: dims >= 0, the running product within int64, so
  * [0, 2**62, 4] is valid and [2**62, 4, 0] is not; bytes within INT64_MAX),
  * the overflow-checked add/mul, strides of empty shapes, the shape string.
@@ -19,16 +19,16 @@
 #include <cmocka.h>
 
 #include "device_sim/sim.h"
-#include "kernels/sk_dims.h"
+#include "arith/dims.h"
 
 #define P62 ((int64_t)1 << 62)
 #define P32 ((int64_t)1 << 32)
 
-/* sk_dims_check's code for d (n and msg checked when ok / given). */
+/* sa_dims_check's code for d (n and msg checked when ok / given). */
 static int check(const int64_t* d, int nd, size_t es, int64_t* n, char* msg,
                  size_t len) {
   *n = -7; /* must stay untouched on failure */
-  return sk_dims_check(d, nd, es, n, msg, len);
+  return sa_dims_check(d, nd, es, n, msg, len);
 }
 
 static void counts(void** state) {
@@ -83,7 +83,7 @@ static void negatives(void** state) {
   int64_t first[] = {INT64_MIN};
   assert_int_equal(check(first, 1, 0, &n, msg, sizeof(msg)), SIM_EINVAL);
   /* No message buffer: still refused. */
-  assert_int_equal(sk_dims_check(d, 3, 4, &n, NULL, 0), SIM_EINVAL);
+  assert_int_equal(sa_dims_check(d, 3, 4, &n, NULL, 0), SIM_EINVAL);
   /* A short buffer is cut, NUL-terminated. */
   char small[10];
   memset(small, 'x', sizeof(small));
@@ -107,38 +107,38 @@ static void bytes(void** state) {
 static void add_mul(void** state) {
   (void)state;
   int64_t r = 0;
-  assert_true(sk_add_ok(P62, P62 - 1, &r));
+  assert_true(sa_add_ok(P62, P62 - 1, &r));
   assert_true(r == INT64_MAX);
-  assert_false(sk_add_ok(P62, P62, &r)); /* Pad [[2**62, 2**62]] */
-  assert_false(sk_add_ok(INT64_MAX, 1, &r));
-  assert_false(sk_mul_ok(P32 - 1, P32 + 1, &r));
-  assert_true(sk_mul_ok(P32, P32 / 2 - 1, &r));
+  assert_false(sa_add_ok(P62, P62, &r)); /* Pad [[2**62, 2**62]] */
+  assert_false(sa_add_ok(INT64_MAX, 1, &r));
+  assert_false(sa_mul_ok(P32 - 1, P32 + 1, &r));
+  assert_true(sa_mul_ok(P32, P32 / 2 - 1, &r));
   assert_true(r == INT64_MAX - P32 + 1); /* 2**63 - 2**32 */
-  assert_true(sk_mul_ok(0, INT64_MAX, &r) && r == 0);
-  assert_false(sk_mul_ok(4, P62, &r)); /* Tile of [4, 0] by [2**62, 1] */
+  assert_true(sa_mul_ok(0, INT64_MAX, &r) && r == 0);
+  assert_false(sa_mul_ok(4, P62, &r)); /* Tile of [4, 0] by [2**62, 1] */
 }
 
 static void strides(void** state) {
   (void)state;
   int64_t st[4];
   int64_t d[] = {2, 3, 4};
-  sk_dims_strides(d, 3, st);
+  sa_dims_strides(d, 3, st);
   assert_true(st[0] == 12 && st[1] == 4 && st[2] == 1);
   int64_t e[] = {0, P62, 4}; /* its suffix product 2**64 must not be formed */
   memset(st, 0x55, sizeof(st));
-  sk_dims_strides(e, 3, st);
+  sa_dims_strides(e, 3, st);
   assert_true(st[0] == 0 && st[1] == 0 && st[2] == 0);
-  sk_dims_strides(NULL, 0, st); /* a scalar: nothing written */
+  sa_dims_strides(NULL, 0, st); /* a scalar: nothing written */
 }
 
 static void strings(void** state) {
   (void)state;
   char b[32];
   int64_t d[] = {1, -2, 3};
-  assert_string_equal(sk_dims_str(d, 3, b, sizeof(b)), "[1,-2,3]");
-  assert_string_equal(sk_dims_str(NULL, 0, b, sizeof(b)), "[]");
+  assert_string_equal(sa_dims_str(d, 3, b, sizeof(b)), "[1,-2,3]");
+  assert_string_equal(sa_dims_str(NULL, 0, b, sizeof(b)), "[]");
   char tiny[5];
-  assert_string_equal(sk_dims_str(d, 3, tiny, sizeof(tiny)), "[1,-");
+  assert_string_equal(sa_dims_str(d, 3, tiny, sizeof(tiny)), "[1,-");
 }
 
 int main(int argc, char** argv) {

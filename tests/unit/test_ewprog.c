@@ -1,5 +1,5 @@
 /*
- * test_ewprog.c - src/kernels/ewprog.c without TensorFlow: the fusable-op
+ * test_ewprog.c - src/arith/ewprog.c without TensorFlow: the fusable-op
  * table, the program parser and its error messages, the N-input broadcast
  * plan, and the blockwise evaluator (block and range boundaries, gathers of
  * broadcast inputs, an output that is also an input). The numerics of each
@@ -16,54 +16,54 @@
 /* cmocka.h relies on the headers above. */
 #include <cmocka.h>
 
-#include "kernels/ewprog.h"
+#include "arith/ewprog.h"
 
 static void table(void** state) {
   (void)state;
-  assert_int_equal(sk_ewprog_arity("Neg"), 1);
-  assert_int_equal(sk_ewprog_arity("AddV2"), 2);
-  assert_int_equal(sk_ewprog_arity("ReluGrad"), 2);
-  assert_int_equal(sk_ewprog_arity("EluGrad"), 2);
-  assert_int_equal(sk_ewprog_arity("Add"), -1); /* legacy name: not fused */
-  assert_int_equal(sk_ewprog_arity("neg"), -1);
-  assert_int_equal(sk_ewprog_arity("Neg "), -1);
-  assert_int_equal(sk_ewprog_arity(""), -1);
-  assert_int_equal(sk_ewprog_arity(NULL), -1);
-  int n = sk_ewprog_count();
+  assert_int_equal(sa_ewprog_arity("Neg"), 1);
+  assert_int_equal(sa_ewprog_arity("AddV2"), 2);
+  assert_int_equal(sa_ewprog_arity("ReluGrad"), 2);
+  assert_int_equal(sa_ewprog_arity("EluGrad"), 2);
+  assert_int_equal(sa_ewprog_arity("Add"), -1); /* legacy name: not fused */
+  assert_int_equal(sa_ewprog_arity("neg"), -1);
+  assert_int_equal(sa_ewprog_arity("Neg "), -1);
+  assert_int_equal(sa_ewprog_arity(""), -1);
+  assert_int_equal(sa_ewprog_arity(NULL), -1);
+  int n = sa_ewprog_count();
   assert_true(n >= 29);
   for (int i = 0; i < n; i++) {
-    const char* name = sk_ewprog_name(i);
+    const char* name = sa_ewprog_name(i);
     assert_non_null(name);
-    int a = sk_ewprog_arity(name);
+    int a = sa_ewprog_arity(name);
     assert_true(a == 1 || a == 2);
     for (int j = 0; j < i; j++)
-      assert_string_not_equal(sk_ewprog_name(j), name);
+      assert_string_not_equal(sa_ewprog_name(j), name);
   }
-  assert_null(sk_ewprog_name(n));
-  assert_null(sk_ewprog_name(-1));
+  assert_null(sa_ewprog_name(n));
+  assert_null(sa_ewprog_name(-1));
 }
 
 static void parse_good(void** state) {
   (void)state;
   static sk_ewprog p;
   char err[300];
-  assert_true(sk_ewprog_parse("$0 $1 Sub $2 Mul", 3, &p, err, sizeof(err)));
+  assert_true(sa_ewprog_parse("$0 $1 Sub $2 Mul", 3, &p, err, sizeof(err)));
   assert_int_equal(p.nins, 5);
   assert_int_equal(p.nops, 2);
   assert_int_equal(p.max_depth, 2);
   assert_int_equal(p.ins[0].op, -1);
   assert_int_equal(p.ins[1].arg, 1);
   assert_true(p.ins[2].op >= 0);
-  assert_true(sk_ewprog_parse("$0", 1, &p, err, sizeof(err)));
+  assert_true(sa_ewprog_parse("$0", 1, &p, err, sizeof(err)));
   assert_int_equal(p.nops, 0);
-  assert_true(sk_ewprog_parse("$15 Neg", 16, &p, err, sizeof(err)));
+  assert_true(sa_ewprog_parse("$15 Neg", 16, &p, err, sizeof(err)));
 }
 
 /* The program fails to parse and the message contains `key`. */
 static void bad(const char* program, int n, const char* key) {
   static sk_ewprog p;
   char err[300];
-  assert_false(sk_ewprog_parse(program, n, &p, err, sizeof(err)));
+  assert_false(sa_ewprog_parse(program, n, &p, err, sizeof(err)));
   if (strstr(err, key) == NULL)
     fail_msg("'%s': got \"%s\", want \"%s\"", program, err, key);
 }
@@ -85,7 +85,7 @@ static void parse_bad(void** state) {
   bad("", 1, "empty program");
   bad("$0", 0, "N = 0 inputs");
   bad("$0", 17, "N = 17 inputs");
-  char buf[SK_EWPROG_MAX_LEN + 64];
+  char buf[SA_EWPROG_MAX_LEN + 64];
   strcpy(buf, "$0");
   for (int i = 0; i < 65; i++) strcat(buf, " Neg");
   bad(buf, 1, "token 65 'Neg' at byte 259: more than 64 ops");
@@ -93,30 +93,30 @@ static void parse_bad(void** state) {
   for (int i = 0; i < 16; i++) strcat(buf, " $0");
   bad(buf, 1, "token 16 '$0' at byte 48: stack deeper than 16");
   strcpy(buf, "$0");
-  while (strlen(buf) <= SK_EWPROG_MAX_LEN) strcat(buf, " Abs");
+  while (strlen(buf) <= SA_EWPROG_MAX_LEN) strcat(buf, " Abs");
   bad(buf, 1, "longer than the limit of 4096");
   /* a tiny error buffer is still terminated */
   static sk_ewprog p;
   char small[8];
-  assert_false(sk_ewprog_parse("$0 Foo", 1, &p, small, sizeof(small)));
+  assert_false(sa_ewprog_parse("$0 Foo", 1, &p, small, sizeof(small)));
   assert_int_equal(strlen(small), 7);
 }
 
 static bool bcast(int nin, const int* rank,
-                  const int64_t (*dims)[SK_EWPROG_MAX_DIMS], int* out_rank,
-                  int64_t* out, sk_ewprog_plan* plan, int* a, int* b) {
-  return sk_ewprog_broadcast(nin, rank, dims, out_rank, out, plan, a, b);
+                  const int64_t (*dims)[SA_EWPROG_MAX_DIMS], int* out_rank,
+                  int64_t* out, sa_ewprog_plan* plan, int* a, int* b) {
+  return sa_ewprog_broadcast(nin, rank, dims, out_rank, out, plan, a, b);
 }
 
 static void broadcast(void** state) {
   (void)state;
-  static sk_ewprog_plan plan;
-  int64_t out[SK_EWPROG_MAX_DIMS];
+  static sa_ewprog_plan plan;
+  int64_t out[SA_EWPROG_MAX_DIMS];
   int nd, a = -1, b = -1;
   /* [2,1,5,1] x [3,1,7] x [5,1] -> [2,3,5,7] */
   int rank[3] = {4, 3, 2};
-  int64_t dims[3][SK_EWPROG_MAX_DIMS] = {{2, 1, 5, 1}, {3, 1, 7}, {5, 1}};
-  assert_true(bcast(3, rank, (const int64_t(*)[SK_EWPROG_MAX_DIMS])dims, &nd,
+  int64_t dims[3][SA_EWPROG_MAX_DIMS] = {{2, 1, 5, 1}, {3, 1, 7}, {5, 1}};
+  assert_true(bcast(3, rank, (const int64_t(*)[SA_EWPROG_MAX_DIMS])dims, &nd,
                     out, &plan, &a, &b));
   assert_int_equal(nd, 4);
   assert_int_equal(out[0], 2);
@@ -133,28 +133,28 @@ static void broadcast(void** state) {
   assert_int_equal(plan.s[0][3], 0);
   /* same shapes collapse to one dimension, direct */
   int r2[2] = {3, 3};
-  int64_t d2[2][SK_EWPROG_MAX_DIMS] = {{2, 3, 4}, {2, 3, 4}};
-  assert_true(bcast(2, r2, (const int64_t(*)[SK_EWPROG_MAX_DIMS])d2, &nd, out,
+  int64_t d2[2][SA_EWPROG_MAX_DIMS] = {{2, 3, 4}, {2, 3, 4}};
+  assert_true(bcast(2, r2, (const int64_t(*)[SA_EWPROG_MAX_DIMS])d2, &nd, out,
                     &plan, &a, &b));
   assert_int_equal(plan.nd, 1);
   assert_int_equal(plan.d[0], 24);
   assert_true(plan.direct[0] && plan.direct[1]);
   /* scalars: rank 0, one element */
   int r0[2] = {0, 0};
-  int64_t d0[2][SK_EWPROG_MAX_DIMS] = {{0}, {0}};
-  assert_true(bcast(2, r0, (const int64_t(*)[SK_EWPROG_MAX_DIMS])d0, &nd, out,
+  int64_t d0[2][SA_EWPROG_MAX_DIMS] = {{0}, {0}};
+  assert_true(bcast(2, r0, (const int64_t(*)[SA_EWPROG_MAX_DIMS])d0, &nd, out,
                     &plan, &a, &b));
   assert_int_equal(nd, 0);
   assert_int_equal(plan.n, 1);
   /* 0 against 1 is 0; 0 against 2 is incompatible */
   int r3[3] = {2, 1, 2};
-  int64_t d3[3][SK_EWPROG_MAX_DIMS] = {{3, 0}, {1}, {2, 1}};
-  assert_false(bcast(3, r3, (const int64_t(*)[SK_EWPROG_MAX_DIMS])d3, &nd, out,
+  int64_t d3[3][SA_EWPROG_MAX_DIMS] = {{3, 0}, {1}, {2, 1}};
+  assert_false(bcast(3, r3, (const int64_t(*)[SA_EWPROG_MAX_DIMS])d3, &nd, out,
                      &plan, &a, &b));
   assert_int_equal(a, 0);
   assert_int_equal(b, 2);
   d3[2][0] = 3;
-  assert_true(bcast(3, r3, (const int64_t(*)[SK_EWPROG_MAX_DIMS])d3, &nd, out,
+  assert_true(bcast(3, r3, (const int64_t(*)[SA_EWPROG_MAX_DIMS])d3, &nd, out,
                     &plan, &a, &b));
   assert_int_equal(plan.n, 0);
 }
@@ -166,16 +166,16 @@ static void evaluate(void** state) {
   (void)state;
   enum { R = 37, C = 301 };
   static sk_ewprog prog;
-  static sk_ewprog_plan plan;
+  static sa_ewprog_plan plan;
   char err[300];
   assert_true(
-      sk_ewprog_parse("$0 $1 Mul $2 AddV2", 3, &prog, err, sizeof(err)));
+      sa_ewprog_parse("$0 $1 Mul $2 AddV2", 3, &prog, err, sizeof(err)));
   int rank[3] = {2, 1, 2};
-  int64_t dims[3][SK_EWPROG_MAX_DIMS] = {{R, 1}, {C}, {R, C}};
-  int64_t out[SK_EWPROG_MAX_DIMS];
+  int64_t dims[3][SA_EWPROG_MAX_DIMS] = {{R, 1}, {C}, {R, C}};
+  int64_t out[SA_EWPROG_MAX_DIMS];
   int nd, a, b;
-  assert_true(sk_ewprog_broadcast(3, rank,
-                                  (const int64_t(*)[SK_EWPROG_MAX_DIMS])dims,
+  assert_true(sa_ewprog_broadcast(3, rank,
+                                  (const int64_t(*)[SA_EWPROG_MAX_DIMS])dims,
                                   &nd, out, &plan, &a, &b));
   assert_true(plan.direct[2]);
   static double x[R], y[C], z[R * C], want[R * C];
@@ -187,7 +187,7 @@ static void evaluate(void** state) {
   const double* in[3] = {x, y, z};
   const int64_t cuts[] = {0, 1, 255, 256, 257, 1000, 5000, R * C};
   for (size_t c = 0; c + 1 < sizeof(cuts) / sizeof(cuts[0]); c++)
-    sk_ewprog_eval_f64(&prog, &plan, in, z, cuts[c], cuts[c + 1]);
+    sa_ewprog_eval_f64(&prog, &plan, in, z, cuts[c], cuts[c + 1]);
   for (int k = 0; k < R * C; k++)
     if (z[k] != want[k]) fail_msg("element %d: %g, want %g", k, z[k], want[k]);
 
@@ -195,18 +195,18 @@ static void evaluate(void** state) {
   static float f[1000], g[1000];
   for (int k = 0; k < 1000; k++) f[k] = (float)(k - 500) / 100;
   assert_true(
-      sk_ewprog_parse("$0 Relu $0 Neg Maximum", 1, &prog, err, sizeof(err)));
+      sa_ewprog_parse("$0 Relu $0 Neg Maximum", 1, &prog, err, sizeof(err)));
   int r1 = 1;
-  int64_t d1[1][SK_EWPROG_MAX_DIMS] = {{1000}};
-  assert_true(sk_ewprog_broadcast(1, &r1,
-                                  (const int64_t(*)[SK_EWPROG_MAX_DIMS])d1, &nd,
+  int64_t d1[1][SA_EWPROG_MAX_DIMS] = {{1000}};
+  assert_true(sa_ewprog_broadcast(1, &r1,
+                                  (const int64_t(*)[SA_EWPROG_MAX_DIMS])d1, &nd,
                                   out, &plan, &a, &b));
   const float* fin[1] = {f};
-  sk_ewprog_eval_f32(&prog, &plan, fin, g, 0, 1000);
+  sa_ewprog_eval_f32(&prog, &plan, fin, g, 0, 1000);
   for (int k = 0; k < 1000; k++) assert_true(g[k] == (f[k] < 0 ? -f[k] : f[k]));
-  assert_true(sk_ewprog_parse("$0", 1, &prog, err, sizeof(err)));
+  assert_true(sa_ewprog_parse("$0", 1, &prog, err, sizeof(err)));
   memset(g, 0, sizeof(g));
-  sk_ewprog_eval_f32(&prog, &plan, fin, g, 3, 999);
+  sa_ewprog_eval_f32(&prog, &plan, fin, g, 3, 999);
   assert_true(g[2] == 0 && g[999] == 0);
   assert_memory_equal(g + 3, f + 3, sizeof(float) * 996);
 }
@@ -215,21 +215,21 @@ static void evaluate(void** state) {
  * as TF's TensorShape would (n = -1, no plan), not wrapped to 0. */
 static void broadcast_overflow(void** state) {
   (void)state;
-  static sk_ewprog_plan plan;
-  int64_t out[SK_EWPROG_MAX_DIMS];
+  static sa_ewprog_plan plan;
+  int64_t out[SA_EWPROG_MAX_DIMS];
   int nd, a = -1, b = -1;
   int rank[2] = {3, 3};
-  int64_t dims[2][SK_EWPROG_MAX_DIMS] = {{(int64_t)1 << 32, 1, 0},
+  int64_t dims[2][SA_EWPROG_MAX_DIMS] = {{(int64_t)1 << 32, 1, 0},
                                          {1, (int64_t)1 << 32, 0}};
-  assert_true(bcast(2, rank, (const int64_t(*)[SK_EWPROG_MAX_DIMS])dims, &nd,
+  assert_true(bcast(2, rank, (const int64_t(*)[SA_EWPROG_MAX_DIMS])dims, &nd,
                     out, &plan, &a, &b));
   assert_int_equal(nd, 3);
   assert_true(out[0] == (int64_t)1 << 32 && out[1] == (int64_t)1 << 32);
   assert_int_equal(plan.n, -1);
   /* The 0 first: an empty, valid shape. */
-  int64_t ok[2][SK_EWPROG_MAX_DIMS] = {{0, (int64_t)1 << 32, 1},
+  int64_t ok[2][SA_EWPROG_MAX_DIMS] = {{0, (int64_t)1 << 32, 1},
                                        {0, 1, (int64_t)1 << 32}};
-  assert_true(bcast(2, rank, (const int64_t(*)[SK_EWPROG_MAX_DIMS])ok, &nd,
+  assert_true(bcast(2, rank, (const int64_t(*)[SA_EWPROG_MAX_DIMS])ok, &nd,
                     out, &plan, &a, &b));
   assert_int_equal(plan.n, 0);
 }
