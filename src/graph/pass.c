@@ -15,11 +15,11 @@
 
 #include "graph/passes.h"
 
-/* Run order. One line per pass; the NULL line ends the table. */
+/* Run order: passes.def's; the NULL line ends the table. */
 static const sg_pass_def k_passes[] = {
-    {"fold_pad", sg_pass_fold_pad},
-    {"remap", sg_pass_remap},
-    {"elementwise", sg_pass_elementwise},
+#define SG_PASS(name, file) {#name, sg_pass_##name},
+#include "graph/passes.def"
+#undef SG_PASS
     {NULL, NULL},
 };
 _Static_assert(sizeof(k_passes) / sizeof(k_passes[0]) - 1 <= SG_MAX_PASSES,

@@ -2,8 +2,8 @@
  * passes.h - the passes and the driver that runs them (pass.c).
  *
  * Each pass is `int sg_pass_<name>(sg_graph*, const sg_ctx*, sg_err*)` in
- * its own file, declared with one line below and listed with one line in
- * pass.c's table (run order: fold_pad, remap, elementwise).
+ * its own file, listed with one line in passes.def (run order: fold_pad,
+ * remap, elementwise), which declares it here and puts it in pass.c's table.
  * A pass never calls pass.c (tests/layering.py forbids the circle).
  *
  * SIMDEV_GRAPH_PASSES chooses the passes (read once, by TF_InitGraph and
@@ -28,10 +28,11 @@
 
 #include "graph/sg.h"
 
-/* ---- the passes: one line each ------------------------------------------ */
-int sg_pass_fold_pad(sg_graph* g, const sg_ctx* c, sg_err* err);
-int sg_pass_remap(sg_graph* g, const sg_ctx* c, sg_err* err);
-int sg_pass_elementwise(sg_graph* g, const sg_ctx* c, sg_err* err);
+/* ---- the passes: one line each in passes.def ---------------------------- */
+#define SG_PASS(name, file) \
+  int sg_pass_##name(sg_graph* g, const sg_ctx* c, sg_err* err);
+#include "graph/passes.def"
+#undef SG_PASS
 
 /* ---- the driver (pass.c) --------------------------------------------------
  */
