@@ -23,10 +23,12 @@ PUBLIC = {
     "device_sim": "device_sim/sim.h",
     # TF-free arithmetic: sa.h (GEMM, convolution, epilogue); scalar.h (the
     # element-wise scalar functions, header-only); ewprog.h (element-wise
-    # programs and THE table of fusable ops, read by the kernels and the
-    # graph optimizer); dims.h (checked shape arithmetic)
+    # programs and the table of fusable ops, read by the kernels and the
+    # graph optimizer); ewops.h (THE list of pure float elementwise ops, an
+    # X-macro the cwise kernels and ewprog.c expand); dims.h (checked shape
+    # arithmetic)
     "arith": ("arith/sa.h", "arith/scalar.h", "arith/ewprog.h",
-              "arith/dims.h"),
+              "arith/ewops.h", "arith/dims.h"),
     # the XLA FFI handlers (libsimdev_xla.so); jaxlib's c_api.h is included
     # with <>, as a system header
     "xla": "xla/sx.h",

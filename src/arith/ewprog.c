@@ -1,8 +1,9 @@
 /*
  * ewprog.c - the table of fusable elementwise ops, the program parser, the
  * N-input broadcast plan and the blockwise evaluator (ewprog.h says what a
- * program is). No TensorFlow and no device_sim: the kernel (fused_elementwise.c)
- * splits the output over threads and calls the evaluator on each range.
+ * program is). No TensorFlow and no device_sim: the kernel
+ * (fused_elementwise.c) splits the output over threads and calls the evaluator
+ * on each range.
  *
  * Evaluation. The output range is cut into blocks of SA_EWPROG_BLOCK
  * elements; for each block the program runs instruction by instruction over
@@ -14,8 +15,10 @@
  * re-read, from cache when it is small), and the intermediates stay in the
  * thread's cache (16 blocks of 256 doubles: 32 KiB, on the thread's stack).
  *
- * Each op's block loop applies the op's sa_cws_* function (arith/scalar.h),
- * the one the unfused SIMDEV kernel uses, in T: fused == unfused bit for bit.
+ * The table is arith/ewops.h's rows, the rows cwise.c and cwise_binary.c
+ * generate the unfused kernels from. Each op's block loop applies the op's
+ * sa_cws_* function (arith/scalar.h), the one the unfused SIMDEV kernel
+ * uses, in T: fused == unfused bit for bit.
  *
  * Thread contract: reentrant; the table is constant.
  */
@@ -30,6 +33,7 @@
 #pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
 #endif
 
+#include "arith/ewops.h"
 #include "arith/scalar.h"
 
 /* ---- block loops ----------------------------------------------------- */
@@ -56,19 +60,11 @@ typedef void (*ew_f64)(const double* x, const double* y, double* z, int n);
     for (int i = 0; i < n; i++) z[i] = sa_cws_##op##_f64(x[i], y[i]);        \
   }
 
-// clang-format off
-EW_UNARY(neg) EW_UNARY(abs) EW_UNARY(square) EW_UNARY(sqrt) EW_UNARY(rsqrt)
-EW_UNARY(exp) EW_UNARY(expm1) EW_UNARY(log) EW_UNARY(log1p) EW_UNARY(tanh)
-EW_UNARY(sigmoid) EW_UNARY(relu) EW_UNARY(relu6) EW_UNARY(elu) EW_UNARY(selu)
-EW_UNARY(softplus) EW_UNARY(softsign) EW_UNARY(erf) EW_UNARY(reciprocal)
-EW_UNARY(sign) EW_UNARY(floor) EW_UNARY(ceil) EW_UNARY(round)
-EW_BINARY(add) EW_BINARY(sub) EW_BINARY(mul) EW_BINARY(div)
-EW_BINARY(divnonan) EW_BINARY(max) EW_BINARY(min) EW_BINARY(sqdiff)
-EW_BINARY(pow)
-EW_BINARY(relugrad) EW_BINARY(relu6grad) EW_BINARY(elugrad)
-EW_BINARY(selugrad) EW_BINARY(softplusgrad) EW_BINARY(softsigngrad)
-EW_BINARY(tanhgrad) EW_BINARY(sigmoidgrad) EW_BINARY(sqrtgrad)
-EW_BINARY(rsqrtgrad)
+/* One block loop pair per row of ewops.h (gradients are binary ops here). */
+#define EW_U_LOOPS(Op, stem, ints) EW_UNARY(stem)
+#define EW_B_LOOPS(Op, stem, ints) EW_BINARY(stem)
+#define EW_G_LOOPS(Op, stem, shape, in0, in1) EW_BINARY(stem)
+SA_EWOPS(EW_U_LOOPS, EW_B_LOOPS, EW_G_LOOPS)
 
 /* ---- the table ------------------------------------------------------- */
 
@@ -79,61 +75,15 @@ typedef struct ew_entry {
   ew_f64 f64;
 } ew_entry;
 
-#define U(name, op) {name, 1, op##_u32, op##_u64}
-#define B(name, op) {name, 2, op##_u32, op##_u64}
-/* Every float op of cwise.c and cwise_binary.c that is a pure function of
- * its operands (no attributes): the unfused kernel of each exists on SIMDEV
- * for float and double. */
-static const ew_entry kTable[] = {
-    U("Neg", neg),
-    U("Abs", abs),
-    U("Square", square),
-    U("Sqrt", sqrt),
-    U("Rsqrt", rsqrt),
-    U("Exp", exp),
-    U("Expm1", expm1),
-    U("Log", log),
-    U("Log1p", log1p),
-    U("Tanh", tanh),
-    U("Sigmoid", sigmoid),
-    U("Relu", relu),
-    U("Relu6", relu6),
-    U("Elu", elu),
-    U("Selu", selu),
-    U("Softplus", softplus),
-    U("Softsign", softsign),
-    U("Erf", erf),
-    U("Reciprocal", reciprocal),
-    U("Sign", sign),
-    U("Floor", floor),
-    U("Ceil", ceil),
-    U("Round", round),
-    B("AddV2", add),
-    B("Sub", sub),
-    B("Mul", mul),
-    B("RealDiv", div),
-    B("DivNoNan", divnonan),
-    B("Maximum", max),
-    B("Minimum", min),
-    B("SquaredDifference", sqdiff),
-    B("Pow", pow),
-    /* (gradients, features) */
-    B("ReluGrad", relugrad),
-    B("Relu6Grad", relu6grad),
-    B("SoftplusGrad", softplusgrad),
-    B("SoftsignGrad", softsigngrad),
-    /* (gradients, outputs) */
-    B("EluGrad", elugrad),
-    B("SeluGrad", selugrad),
-    /* (y, dy) */
-    B("TanhGrad", tanhgrad),
-    B("SigmoidGrad", sigmoidgrad),
-    B("SqrtGrad", sqrtgrad),
-    B("RsqrtGrad", rsqrtgrad),
-};
-// clang-format on
-#undef U
-#undef B
+/* Every row of ewops.h, in its order: the float ops of cwise.c and
+ * cwise_binary.c that are pure functions of their operands. Both kernel
+ * files generate their kernels from the same rows, so the unfused kernel
+ * of each exists on SIMDEV for float and double by construction
+ * (tests/tf/test_kernels_fused_elementwise.py checks the registry). */
+#define EW_U_ROW(Op, stem, ints) {#Op, 1, stem##_u32, stem##_u64},
+#define EW_B_ROW(Op, stem, ints) {#Op, 2, stem##_u32, stem##_u64},
+#define EW_G_ROW(Op, stem, shape, in0, in1) {#Op, 2, stem##_u32, stem##_u64},
+static const ew_entry kTable[] = {SA_EWOPS(EW_U_ROW, EW_B_ROW, EW_G_ROW)};
 #define EW_COUNT ((int)(sizeof(kTable) / sizeof(kTable[0])))
 
 static int find_op(const char* s, size_t len) {

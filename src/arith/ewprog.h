@@ -1,8 +1,10 @@
 /*
  * ewprog.h - elementwise expression programs: what `_SimdevFusedElementwise`
  * runs (prefix sa_ewprog_). Plain C, no TensorFlow: the graph optimizer's
- * elementwise pass (src/graph) includes it for THE table of fusable ops, the
- * one place their names and arities are listed.
+ * elementwise pass (src/graph) includes it for the table of fusable ops
+ * (sa_ewprog_arity), which is arith/ewops.h's rows: the same rows the
+ * unfused SIMDEV kernels are generated from, so every fusable op has its
+ * unfused kernel and every pure float elementwise kernel is fusable.
  *
  * The op (defined by the plugin, fused_elementwise.c):
  *   _SimdevFusedElementwise(x: N * T) -> y: T

@@ -5,7 +5,9 @@
  * their loops from these functions, and the fused elementwise evaluator
  * (ewprog.c) calls the same ones, so an expression fused into
  * _SimdevFusedElementwise gives the unfused chain's results bit for bit.
- * Change an op's numerics here and both follow.
+ * Change an op's numerics here and both follow. Which ops exist, their
+ * TF names and operand orders: arith/ewops.h (a new op: its functions here
+ * and one row there).
  *
  * Plain C with libm only (no TensorFlow): ewprog.c includes it and stays
  * usable without TF. The build uses -std=c11, which turns off GCC's

@@ -27,30 +27,14 @@ SIMDEV_GRAPH_PASSES=elementwise (the pass under test alone). The tests then chec
   for bit and TF CPU's within tolerance, and every float op of the Adam
   update is fused (72 nodes fewer per step on TF 2.21).
 """
-import os
-import re
-
 import pytest
 
+# TABLE: {op name: arity}, the fusable-op table (src/arith/ewops.h's rows,
+# which ewprog.c's table is built from)
+from ewtable import TABLE
 from graphutil import IMPORT
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-EWPROG_C = os.path.join(ROOT, "src", "arith", "ewprog.c")
 LIMIT_OPS, LIMIT_INPUTS, LIMIT_STACK = 64, 16, 16  # ewprog.h
-
-
-def _table():
-    """{op name: arity} from ewprog.c's kTable."""
-    with open(EWPROG_C, encoding="utf-8") as f:
-        text = f.read()
-    body = text[text.index("kTable[] = {"):]
-    body = body[:body.index("};")]
-    return {m.group(2): 1 if m.group(1) == "U" else 2
-            for m in re.finditer(r'\b([UB])\("(\w+)",', body)}
-
-
-TABLE = _table()
 
 SCRIPT = IMPORT + f"TABLE = {sorted(TABLE)!r}\n" + r'''
 import sys, os

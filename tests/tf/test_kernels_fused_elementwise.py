@@ -6,8 +6,9 @@ tf.raw_ops: the child runs it with tensorflow.python.eager.execute.execute
 with soft placement off.
 
 What is checked:
-  - every op of the fusable-op table (read from ewprog.c's kTable here, so a
-    new entry without a test fails), float32 and float64: the fused op
+  - every op of the fusable-op table (read from src/arith/ewops.h here, the
+    rows ewprog.c's table is built from, so a new row without a test
+    fails), float32 and float64: the fused op
     "$0 Op" / "$0 $1 Op" equals the unfused SIMDEV op bit for bit, and an
     independent NumPy reference (float64 for float32 data, long double for
     float64) within a bound derived from the op's rounding count (as
@@ -24,28 +25,15 @@ What is checked:
     registered once per dtype, only for SIMDEV; graph shape inference gives
     the broadcast shape (unknown dimensions and ranks included).
 """
-import os
 import re
 
 import pytest
 
 from conftest import assert_vs_ref
+# TABLE: {op name: arity}, the fusable-op table (src/arith/ewops.h's rows,
+# which ewprog.c's table is built from); ROWS: each row's columns
+from ewtable import ROWS, TABLE
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-EWPROG_C = os.path.join(HERE, "..", "..", "src", "arith", "ewprog.c")
-
-
-def _table():
-    """{op name: arity} from ewprog.c's kTable (U(...) unary, B(...) binary)."""
-    with open(EWPROG_C, encoding="utf-8") as f:
-        text = f.read()
-    body = text[text.index("kTable[] = {"):]
-    body = body[:body.index("};")]
-    return {m.group(2): 1 if m.group(1) == "U" else 2
-            for m in re.finditer(r'\b([UB])\("(\w+)",', body)}
-
-
-TABLE = _table()
 DTYPES = ("float32", "float64")
 
 # Broadcasting cases of "$0 $1 Mul $2 AddV2" (x * y + z): input shapes.
@@ -402,6 +390,34 @@ def registration():
                           for k in ks),
     }
 
+# ---- the table against the registry -------------------------------------------
+@check("ewops-registry")
+def ewops_registry():
+    # Every SIMDEV kernel's dtypes (one entry per kernel), the table ops'
+    # OpDef input names, and the SIMDEV ops whose OpDef looks like a pure
+    # elementwise op: attribute T only, one or two inputs and one output,
+    # all of type T, stateless.
+    from tensorflow.python.framework import kernels
+    ks = {}
+    for k in kernels.get_all_registered_kernels().kernel:
+        if k.device_type == "SIMDEV":
+            ks.setdefault(k.op, []).extend(tf.as_dtype(t).name for c in k.constraint
+                                           for t in c.allowed_values.list.type)
+    like = []
+    for op in sorted(ks):
+        od = op_def_registry.get(op)
+        args = list(od.input_arg) + list(od.output_arg) if od is not None else []
+        if (od is not None and [a.name for a in od.attr] == ["T"]
+                and 1 <= len(od.input_arg) <= 2 and len(od.output_arg) == 1
+                and all(a.type_attr == "T" and not a.number_attr
+                        and not a.type_list_attr for a in args)
+                and not od.is_stateful and "float32" in ks[op]):
+            like.append(op)
+    return {"kernels": {op: sorted(ks.get(op, [])) for op in sorted(set(TABLE) | set(like))},
+            "inputs": {op: [a.name for a in op_def_registry.get(op).input_arg]
+                       for op in TABLE},
+            "elementwise_like": like}
+
 # ---- static shapes inside tf.function -----------------------------------------
 def graph_shape(shapes):
     specs = [tf.TensorSpec(s, tf.float32) for s in shapes]
@@ -520,6 +536,66 @@ def test_registered_once(ew):
     assert not d["stateful"]
     assert d["kernels"] == [["SIMDEV", ["float32"]], ["SIMDEV", ["float64"]]], d
     assert "not registered" not in ew.stderr, ew.stderr[-2000:]
+
+
+# The SIMDEV ops with a pure elementwise OpDef (attribute T only, one or two
+# inputs of type T, one output) that are not rows of src/arith/ewops.h, and
+# why. A new such op fails test_ewops_complete until it is a row (then
+# unfused kernel and fusion come from that row) or listed here.
+NOT_IN_TABLE = {
+    "Add": "the legacy name of AddV2 (AddV2's loops, cwise_binary.c); "
+           "programs and the graph pass use AddV2",
+    "FloorDiv": "cwise_compare.c's loops (int64: the zero-divisor check); no "
+                "sa_cws_ function, not fusable yet",
+    "FloorMod": "as FloorDiv",
+    "Softmax": "a reduction along the last dimension, not elementwise",
+    "LogSoftmax": "as Softmax",
+    "OnesLike": "a fill: does not read its input's values",
+    "ZerosLike": "as OnesLike",
+}
+
+
+@pytest.mark.registry
+@pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
+def test_ewops_row_registered(ew, row):
+    """Each row of ewops.h has its unfused SIMDEV kernel, once per dtype:
+    float, double, half and bfloat16 (the driver feeds 16-bit floats to the
+    float32 loop), and int64 exactly when the row says I64. (The fusable
+    table is the same rows by construction: ewprog.c expands them, and
+    test_op runs every row through the fused kernel.)"""
+    d = ew.data("ewops-registry")
+    want = ["bfloat16", "float16", "float32", "float64"] + (["int64"] if row.i64 else [])
+    assert d["kernels"][row.name] == want, (row, d["kernels"][row.name])
+
+
+@pytest.mark.registry
+@pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
+def test_ewops_row_operands(ew, row):
+    """A row's kind and operand order are TF's OpDef's: unary ops take one
+    input, broadcasting binary ops (x, y), gradients their row's (in0, in1)
+    (the order of sa_cws_<stem>(a, b) and of a program's operands)."""
+    names = ew.data("ewops-registry")["inputs"][row.name]
+    if row.kind == "U":
+        assert len(names) == 1, (row, names)
+    elif row.kind == "B":
+        assert names == ["x", "y"], (row, names)
+    else:
+        assert names == list(row.operands), (row, names)
+
+
+@pytest.mark.registry
+def test_ewops_complete(ew):
+    """Every SIMDEV op with a pure elementwise OpDef is a row of ewops.h or
+    in NOT_IN_TABLE with its reason: a float op added to a kernel file by
+    hand instead of as a row (so never fused) fails here; so does a stale
+    NOT_IN_TABLE entry, and a row the signature test would not recognise."""
+    like = set(ew.data("ewops-registry")["elementwise_like"])
+    assert not set(TABLE) - like, sorted(set(TABLE) - like)
+    extra = like - set(TABLE)
+    assert extra == set(NOT_IN_TABLE), (
+        f"not rows of src/arith/ewops.h nor in NOT_IN_TABLE: "
+        f"{sorted(extra - set(NOT_IN_TABLE))}; stale NOT_IN_TABLE: "
+        f"{sorted(set(NOT_IN_TABLE) - extra)}")
 
 
 @pytest.mark.parametrize("case", SHAPES, ids=[s[0] for s in SHAPES])

@@ -16,6 +16,7 @@
 /* cmocka.h relies on the headers above. */
 #include <cmocka.h>
 
+#include "arith/ewops.h"
 #include "arith/ewprog.h"
 
 static void table(void** state) {
@@ -41,6 +42,33 @@ static void table(void** state) {
   }
   assert_null(sa_ewprog_name(n));
   assert_null(sa_ewprog_name(-1));
+}
+
+/* The fusable-op table is arith/ewops.h's rows, all of them, in order, with
+ * their arities (ewprog.c expands the rows, so this holds by construction:
+ * checked here so a change to that construction cannot drop a row). That
+ * each row also has its unfused SIMDEV kernel is
+ * tests/tf/test_kernels_fused_elementwise.py's test_ewops_row_registered. */
+static void table_is_ewops(void** state) {
+  (void)state;
+  static const struct {
+    const char* name;
+    int arity;
+  } rows[] = {
+#define ROW_U(Op, stem, ints) {#Op, 1},
+#define ROW_B(Op, stem, ints) {#Op, 2},
+#define ROW_G(Op, stem, shape, in0, in1) {#Op, 2},
+      SA_EWOPS(ROW_U, ROW_B, ROW_G)
+#undef ROW_U
+#undef ROW_B
+#undef ROW_G
+  };
+  int n = (int)(sizeof(rows) / sizeof(rows[0]));
+  assert_int_equal(sa_ewprog_count(), n);
+  for (int i = 0; i < n; i++) {
+    assert_string_equal(sa_ewprog_name(i), rows[i].name);
+    assert_int_equal(sa_ewprog_arity(rows[i].name), rows[i].arity);
+  }
 }
 
 static void parse_good(void** state) {
@@ -229,16 +257,20 @@ static void broadcast_overflow(void** state) {
   /* The 0 first: an empty, valid shape. */
   int64_t ok[2][SA_EWPROG_MAX_DIMS] = {{0, (int64_t)1 << 32, 1},
                                        {0, 1, (int64_t)1 << 32}};
-  assert_true(bcast(2, rank, (const int64_t(*)[SA_EWPROG_MAX_DIMS])ok, &nd,
-                    out, &plan, &a, &b));
+  assert_true(bcast(2, rank, (const int64_t(*)[SA_EWPROG_MAX_DIMS])ok, &nd, out,
+                    &plan, &a, &b));
   assert_int_equal(plan.n, 0);
 }
 
 int main(int argc, char** argv) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(table),     cmocka_unit_test(parse_good),
-      cmocka_unit_test(parse_bad), cmocka_unit_test(broadcast),
-      cmocka_unit_test(evaluate),  cmocka_unit_test(broadcast_overflow),
+      cmocka_unit_test(table),
+      cmocka_unit_test(table_is_ewops),
+      cmocka_unit_test(parse_good),
+      cmocka_unit_test(parse_bad),
+      cmocka_unit_test(broadcast),
+      cmocka_unit_test(evaluate),
+      cmocka_unit_test(broadcast_overflow),
   };
   if (argc > 1) cmocka_set_test_filter(argv[1]);
   return cmocka_run_group_tests(tests, NULL, NULL);

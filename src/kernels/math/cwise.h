@@ -3,7 +3,8 @@
  *
  * Files and what they own (each registers its own ops, see sk.h)
  *   cwise.c         unary ops (Relu, Exp, Relu6, Elu, Round, ...), the
- *                   same-shape gradient ops (ReluGrad, TanhGrad, EluGrad, ...)
+ *                   same-shape gradient ops (ReluGrad, TanhGrad, EluGrad, ...),
+ *                   generated from arith/ewops.h's rows
  *   cwise_binary.c  broadcasting (sk_cw_bcast_*), the one elementwise driver
  *                   most cwise ops run through, the dtype lists, binary ops
  *                   (AddV2, ...) and sk_cw_binary_compute, which the
@@ -18,8 +19,10 @@
  *                   FloorMod (int64: the worker-side zero-divisor check)
  *   cwise_select.c  Select, SelectV2 (three operands: their own broadcast
  *                   walk, moving raw elements)
- *   arith/scalar.h  (src/arith) the float ops' scalar functions (sa_cws_*), shared with
- *                   the fused elementwise evaluator (ewprog.c)
+ *   arith/scalar.h  (src/arith) the float ops' scalar functions (sa_cws_*),
+ *                   shared with the fused elementwise evaluator (ewprog.c)
+ *   arith/ewops.h   (src/arith) THE list of the pure float ops (X-macro):
+ *                   cwise.c, cwise_binary.c and ewprog.c expand its rows
  *
  * The driver. Every elementwise op is an inner loop `sk_cw_loop` applied to
  * an output of n elements whose two operands are walked with per-dimension
@@ -37,6 +40,9 @@
 #ifndef SIMDEV_KERNELS_CWISE_H_
 #define SIMDEV_KERNELS_CWISE_H_
 
+/* The table of the pure float ops, whose kernels cwise.c and cwise_binary.c
+ * generate (macros only). */
+#include "arith/ewops.h"
 #include "kernels/framework/sk.h"
 
 /* Elements per sim_parallel_for grain for cheap elementwise work. */
@@ -127,6 +133,17 @@ typedef struct sk_cw_op {
       z[i] = (EXPR);                                                    \
     }                                                                   \
   }
+
+/* For the rows of arith/ewops.h (SA_EWOPS): SK_CW_I64_LOOP(ints, stem) is
+ * the op's int64 loop `<stem>_i64` (which the expanding file defines) for a
+ * row marked I64, NULL for FLT; SK_CW_TYPES(ints) its registration types
+ * (the driver's real types, plus int64 for I64). */
+#define SK_CW_I64_LOOP(ints, stem) SK_CW_I64_LOOP_##ints(stem)
+#define SK_CW_I64_LOOP_I64(stem) stem##_i64
+#define SK_CW_I64_LOOP_FLT(stem) NULL
+#define SK_CW_TYPES(ints) SK_CW_TYPES_##ints
+#define SK_CW_TYPES_I64 sk_cw_real_i64_types
+#define SK_CW_TYPES_FLT sk_cw_real_types
 
 /* Vectorize the loops even at -O2 (GCC's default "very cheap" cost model
  * skips loops of unknown trip count): applies to every function defined

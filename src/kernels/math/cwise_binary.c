@@ -2,7 +2,9 @@
  * cwise_binary.c - broadcasting binary elementwise ops (AddV2, Sub, Mul,
  * RealDiv, DivNoNan, the legacy Add, Maximum, Minimum, Pow, SquaredDifference)
  * and the elementwise driver all cwise kernels share (see cwise.h for the plan
- * format).
+ * format). The float ops are the B rows of arith/ewops.h: their loops, op
+ * structs, kernels and registration rows are generated from those rows; the
+ * int64 loops of the rows marked I64 and the legacy Add are this file's.
  *
  * Broadcasting follows NumPy/TF: shapes are right-aligned, each dimension
  * pair must be equal or contain a 1, and a 0 against a 1 gives 0. Unlike
@@ -276,24 +278,18 @@ sk_cw_loop sk_cw_pick(sk_launch* l, const sk_cw_loops* loops, TF_DataType dt,
 
 /* ---- binary ops -------------------------------------------------------- */
 
-/* int64 arithmetic through uint64: wraps instead of being undefined. */
+/* The float loops of every binary row of arith/ewops.h: the scalar
+ * functions of arith/scalar.h (shared with the fused elementwise evaluator,
+ * ewprog.c, so fused == unfused bit for bit). */
+#define CW_BINARY_LOOPS(Op, stem, ints)                      \
+  SK_CW_BINARY(stem##_f32, float, sa_cws_##stem##_f32(a, b)) \
+  SK_CW_BINARY(stem##_f64, double, sa_cws_##stem##_f64(a, b))
+SA_EWOPS(SA_EWOPS_NONE, CW_BINARY_LOOPS, SA_EWOPS_NONE)
+
+/* The int64 loops of the rows marked I64. int64 arithmetic through uint64:
+ * wraps instead of being undefined. */
 // clang-format off
 #define WRAP(op) ((int64_t)((uint64_t)a op (uint64_t)b))
-/* Float ops: the scalar functions of arith/scalar.h (shared with the fused
- * elementwise evaluator, ewprog.c). */
-#define FLOAT_OP(op)                                      \
-  SK_CW_BINARY(op##_f32, float, sa_cws_##op##_f32(a, b)) \
-  SK_CW_BINARY(op##_f64, double, sa_cws_##op##_f64(a, b))
-
-FLOAT_OP(add)
-FLOAT_OP(sub)
-FLOAT_OP(mul)
-FLOAT_OP(div)
-FLOAT_OP(divnonan)
-FLOAT_OP(max)
-FLOAT_OP(min)
-FLOAT_OP(sqdiff)
-FLOAT_OP(pow)
 SK_CW_BINARY(add_i64, int64_t, WRAP(+))
 SK_CW_BINARY(sub_i64, int64_t, WRAP(-))
 SK_CW_BINARY(mul_i64, int64_t, WRAP(*))
@@ -302,21 +298,6 @@ SK_CW_BINARY(min_i64, int64_t, b < a ? b : a)
 // clang-format on
 
 const sk_cw_loops sk_cw_add_loops = {add_f32, add_f64, add_i64};
-
-static const sk_cw_op kAdd = {"AddV2", {add_f32, add_f64, add_i64}};
-/* Add: the legacy name of AddV2 (TF's ring all-reduce and Grappler still
- * build it); the same loops. */
-static const sk_cw_op kAddLegacy = {"Add", {add_f32, add_f64, add_i64}};
-static const sk_cw_op kSub = {"Sub", {sub_f32, sub_f64, sub_i64}};
-static const sk_cw_op kMul = {"Mul", {mul_f32, mul_f64, mul_i64}};
-static const sk_cw_op kDiv = {"RealDiv", {div_f32, div_f64, NULL}};
-static const sk_cw_op kDivNoNan = {"DivNoNan",
-                                   {divnonan_f32, divnonan_f64, NULL}};
-static const sk_cw_op kMax = {"Maximum", {max_f32, max_f64, max_i64}};
-static const sk_cw_op kMin = {"Minimum", {min_f32, min_f64, min_i64}};
-static const sk_cw_op kPow = {"Pow", {pow_f32, pow_f64, NULL}};
-static const sk_cw_op kSqDiff = {"SquaredDifference",
-                                 {sqdiff_f32, sqdiff_f64, NULL}};
 
 void sk_cw_binary_compute(sk_launch* l, const sk_cw_op* op,
                           sk_cw_mismatch_fn mismatch) {
@@ -355,30 +336,29 @@ static void binary_compute(sk_launch* l, void* state) {
   sk_cw_binary_compute(l, state, NULL);
 }
 
-SK_CW_CREATE(add_create, binary_compute, &kAdd)
-SK_CW_CREATE(add_legacy_create, binary_compute, &kAddLegacy)
-SK_CW_CREATE(sub_create, binary_compute, &kSub)
-SK_CW_CREATE(mul_create, binary_compute, &kMul)
-SK_CW_CREATE(div_create, binary_compute, &kDiv)
-SK_CW_CREATE(divnonan_create, binary_compute, &kDivNoNan)
-SK_CW_CREATE(max_create, binary_compute, &kMax)
-SK_CW_CREATE(min_create, binary_compute, &kMin)
-SK_CW_CREATE(pow_create, binary_compute, &kPow)
-SK_CW_CREATE(sqdiff_create, binary_compute, &kSqDiff)
+/* Per binary row: the op (its name is the launch label), its kernel's
+ * create function, and its registration row. */
+#define CW_BINARY_OP(Op, stem, ints)                              \
+  static const sk_cw_op k_##stem = {                              \
+      #Op, {stem##_f32, stem##_f64, SK_CW_I64_LOOP(ints, stem)}}; \
+  SK_CW_CREATE(stem##_create, binary_compute, &k_##stem)
+SA_EWOPS(SA_EWOPS_NONE, CW_BINARY_OP, SA_EWOPS_NONE)
 
+/* Add: the legacy name of AddV2 (TF's ring all-reduce and Grappler still
+ * build it); the same loops. Not a row of ewops.h: the fused op knows
+ * AddV2 only (the graph pass leaves Add alone). */
+static const sk_cw_op kAddLegacy = {"Add", {add_f32, add_f64, add_i64}};
+SK_CW_CREATE(add_legacy_create, binary_compute, &kAddLegacy)
+
+#define CW_BINARY_ROW(Op, stem, ints) \
+  {#Op, stem##_create, "T", SK_CW_TYPES(ints), NULL},
+// clang-format off
 static const sk_op kOps[] = {
-    {"AddV2", add_create, "T", sk_cw_real_i64_types, NULL},
+    SA_EWOPS(SA_EWOPS_NONE, CW_BINARY_ROW, SA_EWOPS_NONE)
     {"Add", add_legacy_create, "T", sk_cw_real_i64_types, NULL},
-    {"Sub", sub_create, "T", sk_cw_real_i64_types, NULL},
-    {"Mul", mul_create, "T", sk_cw_real_i64_types, NULL},
-    {"RealDiv", div_create, "T", sk_cw_real_types, NULL},
-    {"DivNoNan", divnonan_create, "T", sk_cw_real_types, NULL},
-    {"Maximum", max_create, "T", sk_cw_real_i64_types, NULL},
-    {"Minimum", min_create, "T", sk_cw_real_i64_types, NULL},
-    {"Pow", pow_create, "T", sk_cw_real_types, NULL},
-    {"SquaredDifference", sqdiff_create, "T", sk_cw_real_types, NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
+// clang-format on
 
 bool sk_register_cwise_binary(char* msg, size_t len) {
   return sk_register_ops(kOps, msg, len);
