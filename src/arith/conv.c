@@ -1,7 +1,7 @@
 /*
  * conv.c - 2-D convolution as im2col + GEMM: sa_conv_fwd, sa_conv_bp_input,
  * sa_conv_bp_filter, and the geometry they share (sa_conv_window,
- * sa_conv_plan). TF's Conv2D family (src/kernels/conv*.c) and the XLA
+ * sa_conv_plan). TF's Conv2D family (src/kernels/nn/conv*.c) and the XLA
  * handlers (src/xla) run these functions; the callers validate and report.
  *
  * im2col turns the input patches of a run of output pixels into the rows of
@@ -136,8 +136,7 @@ enum sa_window sa_conv_window(enum sa_pad pad, int64_t in, int64_t k,
         return SA_WINDOW_OVERFLOW;
       *before = pads[0];
       break;
-    default:
-      return SA_WINDOW_OVERFLOW; /* not an sa_pad */
+    default: return SA_WINDOW_OVERFLOW; /* not an sa_pad */
   }
   *out = t / stride;
   return *out >= 0 ? SA_WINDOW_OK : SA_WINDOW_NEGATIVE;

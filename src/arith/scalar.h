@@ -146,7 +146,7 @@ static inline float sa_cws_pow_f32(float a, float b) { return powf(a, b); }
 static inline double sa_cws_pow_f64(double a, double b) { return pow(a, b); }
 // clang-format on
 
-/* ---- LeakyRelu (cwise_leaky.c, and the fused ops' epilogue, fused.h):
+/* ---- LeakyRelu (cwise_leaky.c, and the fused ops' epilogue, epi.c):
  * features a, alpha b already converted to the operand type, as TF does;
  * for alpha <= 1 TF's CPU writes max(a, alpha a), the same values except
  * for signs of zero. ---- */

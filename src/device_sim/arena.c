@@ -115,7 +115,7 @@ static void* hook_alloc(extent_hooks_t* h, void* new_addr, size_t size,
                         unsigned arena_ind) {
   sim_arena* a = arena_of(h);
   void* ret = NULL;
-  sim_lock(&a->lock);
+  sim_mutex_lock(&a->lock);
   uint64_t start = (a->brk + alignment - 1) & ~((uint64_t)alignment - 1);
   bool fits = start >= a->brk && size <= a->size && start <= a->size - size;
   if (fits && (new_addr == NULL || new_addr == a->base + start)) {
@@ -123,7 +123,7 @@ static void* hook_alloc(extent_hooks_t* h, void* new_addr, size_t size,
     a->brk = start + size;
     a->stats.bytes_reserved = a->brk;
   }
-  sim_unlock(&a->lock);
+  sim_mutex_unlock(&a->lock);
   if (ret != NULL) {
     *zero = true; /* never handed out before: fresh anonymous pages */
     *commit = true;
@@ -301,7 +301,7 @@ int sim_arena_create(int ordinal, const char* dev_name, uint64_t bytes,
   a->discrete = discrete != 0;
   snprintf(a->name, sizeof(a->name), "%s", dev_name);
   a->stats.bytes_limit = bytes;
-  SIM_CHECK_PT(pthread_mutex_init(&a->lock, NULL));
+  sim_mutex_init(&a->lock);
 
   int err = SIM_OK;
   if (a->discrete) {
@@ -313,7 +313,7 @@ int sim_arena_create(int ordinal, const char* dev_name, uint64_t bytes,
     a->base = base;
   }
   if (err != SIM_OK) {
-    pthread_mutex_destroy(&a->lock);
+    sim_mutex_destroy(&a->lock);
     free(a);
     return err;
   }
@@ -339,7 +339,7 @@ int sim_arena_create(int ordinal, const char* dev_name, uint64_t bytes,
   if (rc != 0) {
     unmap_region(a);
     if (a->topo) hwloc_topology_destroy(a->topo);
-    pthread_mutex_destroy(&a->lock);
+    sim_mutex_destroy(&a->lock);
     free(a);
     return SIM_ESYS;
   }
@@ -364,7 +364,7 @@ void sim_arena_destroy(sim_arena* a) {
   SIM_CHECK(sdje_mallctl(name, NULL, NULL, NULL, 0) == 0);
   unmap_region(a);
   if (a->topo) hwloc_topology_destroy(a->topo);
-  SIM_CHECK_PT(pthread_mutex_destroy(&a->lock));
+  sim_mutex_destroy(&a->lock);
   free(a);
 }
 
@@ -411,7 +411,7 @@ void* sim_mem_alloc(sim_device* dev, uint64_t size) {
   /* The recorder's thread id before the lock: a thread's first one may
    * register its name (a lock and a malloc), which stays out of ours. */
   int32_t tid = sim_trace_on() ? sim_trace_tid() : 0;
-  sim_lock(&a->lock);
+  sim_mutex_lock(&a->lock);
   if (p == NULL) {
     a->stats.num_failed++;
   } else {
@@ -425,7 +425,7 @@ void* sim_mem_alloc(sim_device* dev, uint64_t size) {
   if (tid != 0)
     sim_trace_mem_op(dev, p ? 1 : 0, p, p ? usable : size,
                      a->stats.bytes_in_use, tid);
-  sim_unlock(&a->lock);
+  sim_mutex_unlock(&a->lock);
   return p;
 }
 
@@ -443,13 +443,13 @@ void sim_mem_free(sim_device* dev, void* p) {
   SIM_VG_FREE(view(a, p));
   sdje_dallocx(p, MALLOCX_TCACHE_NONE);
   int32_t tid = sim_trace_on() ? sim_trace_tid() : 0; /* as in alloc */
-  sim_lock(&a->lock);
+  sim_mutex_lock(&a->lock);
   SIM_CHECK(a->stats.bytes_in_use >= usable);
   a->stats.bytes_in_use -= usable;
   a->stats.num_frees++;
   if (tid != 0)
     sim_trace_mem_op(dev, -1, p, usable, a->stats.bytes_in_use, tid);
-  sim_unlock(&a->lock);
+  sim_mutex_unlock(&a->lock);
 }
 
 uint64_t sim_mem_usable_size(sim_device* dev, const void* p) {
@@ -459,9 +459,9 @@ uint64_t sim_mem_usable_size(sim_device* dev, const void* p) {
 
 void sim_mem_get_stats(sim_device* dev, sim_mem_stats* out) {
   sim_arena* a = dev->arena;
-  sim_lock(&a->lock);
+  sim_mutex_lock(&a->lock);
   *out = a->stats;
-  sim_unlock(&a->lock);
+  sim_mutex_unlock(&a->lock);
 }
 
 int sim_mem_contains(const sim_device* dev, const void* p, uint64_t size) {
@@ -478,9 +478,9 @@ void* sim_host_alloc(sim_device* dev, uint64_t size) {
   if (posix_memalign(&raw, SIM_MEM_ALIGN, (size_t)size + SIM_MEM_ALIGN) != 0)
     return NULL;
   *(uint64_t*)raw = size;
-  sim_lock(&dev->arena->lock);
+  sim_mutex_lock(&dev->arena->lock);
   dev->arena->host_in_use += size;
-  sim_unlock(&dev->arena->lock);
+  sim_mutex_unlock(&dev->arena->lock);
   return (uint8_t*)raw + SIM_MEM_ALIGN;
 }
 
@@ -488,16 +488,16 @@ void sim_host_free(sim_device* dev, void* p) {
   if (dev == NULL || p == NULL) return;
   uint8_t* raw = (uint8_t*)p - SIM_MEM_ALIGN;
   uint64_t size = *(uint64_t*)raw;
-  sim_lock(&dev->arena->lock);
+  sim_mutex_lock(&dev->arena->lock);
   SIM_CHECK(dev->arena->host_in_use >= size);
   dev->arena->host_in_use -= size;
-  sim_unlock(&dev->arena->lock);
+  sim_mutex_unlock(&dev->arena->lock);
   free(raw);
 }
 
 uint64_t sim_host_bytes_in_use(sim_device* dev) {
-  sim_lock(&dev->arena->lock);
+  sim_mutex_lock(&dev->arena->lock);
   uint64_t n = dev->arena->host_in_use;
-  sim_unlock(&dev->arena->lock);
+  sim_mutex_unlock(&dev->arena->lock);
   return n;
 }

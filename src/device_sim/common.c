@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -23,6 +24,12 @@
 void sim_invariant_failed(const char* file, int line, const char* what) {
   fprintf(stderr, "simdev: %s:%d: invariant failed: %s\n", file, line, what);
   abort();
+}
+
+void sim_pthread_failed(const char* file, int line, const char* what, int rc) {
+  char buf[256];
+  snprintf(buf, sizeof(buf), "%s returned %d (%s)", what, rc, strerror(rc));
+  sim_invariant_failed(file, line, buf);
 }
 
 /* Empty on purpose: a place for a debugger to stop (docs/debugging.md, "gdb").

@@ -45,7 +45,7 @@ int sim_device_create_ex(int ordinal, uint64_t memory_mb, unsigned flags,
     free(dev);
     return err;
   }
-  SIM_CHECK_PT(pthread_mutex_init(&dev->streams_lock, NULL));
+  sim_mutex_init(&dev->streams_lock);
   sim_mapped_init(dev);
   *out = dev;
   return SIM_OK;
@@ -56,16 +56,16 @@ void sim_device_destroy(sim_device* dev) {
   /* Streams unlink themselves in sim_stream_destroy; take them one at a time
    * so no lock is held while a stream drains. */
   for (;;) {
-    sim_lock(&dev->streams_lock);
+    sim_mutex_lock(&dev->streams_lock);
     sim_stream* s = dev->streams;
-    sim_unlock(&dev->streams_lock);
+    sim_mutex_unlock(&dev->streams_lock);
     if (s == NULL) break;
     sim_stream_destroy(s);
   }
   sim_arena_destroy(dev->arena);
   sim_trace_device_gone(dev);
   sim_mapped_destroy(dev);
-  SIM_CHECK_PT(pthread_mutex_destroy(&dev->streams_lock));
+  sim_mutex_destroy(&dev->streams_lock);
   free(dev);
 }
 
@@ -91,7 +91,7 @@ int sim_device_discrete(const sim_device* dev) {
 int sim_device_synchronize(sim_device* dev) {
   if (dev == NULL) return SIM_EINVAL;
   int first_err = SIM_OK;
-  sim_lock(&dev->streams_lock);
+  sim_mutex_lock(&dev->streams_lock);
   size_t count = 0, n = 0;
   int short_of_memory = 0;
   for (sim_stream* s = dev->streams; s != NULL; s = s->dev_next) count++;
@@ -107,7 +107,7 @@ int sim_device_synchronize(sim_device* dev) {
     SIM_CHECK(sim_event_record_marker(marks[n], s) == SIM_OK);
     n++;
   }
-  sim_unlock(&dev->streams_lock);
+  sim_mutex_unlock(&dev->streams_lock);
   if ((marks == NULL || short_of_memory) && first_err == SIM_OK)
     first_err = SIM_ENOMEM;
   int marker_err = SIM_OK;
@@ -121,7 +121,7 @@ int sim_device_synchronize(sim_device* dev) {
     /* A stream failed while we waited: report its own error code, not the
      * marker's generic SIM_ESTREAM (unless the stream is gone already). */
     first_err = marker_err;
-    sim_lock(&dev->streams_lock);
+    sim_mutex_lock(&dev->streams_lock);
     for (sim_stream* s = dev->streams; s != NULL; s = s->dev_next) {
       int err = sim_stream_status(s, NULL, 0);
       if (err != SIM_OK) {
@@ -129,7 +129,7 @@ int sim_device_synchronize(sim_device* dev) {
         break;
       }
     }
-    sim_unlock(&dev->streams_lock);
+    sim_mutex_unlock(&dev->streams_lock);
   }
   return first_err;
 }

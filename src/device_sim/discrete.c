@@ -170,9 +170,9 @@ void sim_discrete_note_alloc(const void* p, uint64_t size) {
                     .tid = (int32_t)syscall(SYS_gettid)};
   copy_str(r.op_type, sizeof(r.op_type), t_site_type);
   copy_str(r.op_name, sizeof(r.op_name), t_site_name);
-  sim_lock(&g_rec_mu);
+  sim_mutex_lock(&g_rec_mu);
   if (2 * (g_count + 1) > g_cap && grow() != 0) {
-    sim_unlock(&g_rec_mu);
+    sim_mutex_unlock(&g_rec_mu);
     return;
   }
   size_t j = slot_of(r.base, g_cap);
@@ -180,7 +180,7 @@ void sim_discrete_note_alloc(const void* p, uint64_t size) {
     j = (j + 1) & (g_cap - 1);
   if (g_live[j].base == 0) g_count++;
   g_live[j] = r;
-  sim_unlock(&g_rec_mu);
+  sim_mutex_unlock(&g_rec_mu);
 }
 
 /* g_rec_mu held: removes slot j (backward-shift deletion keeps every probe
@@ -202,7 +202,7 @@ static void remove_slot(size_t j) {
 
 void sim_discrete_note_free(const void* p) {
   uint64_t now = sim_now_ns();
-  sim_lock(&g_rec_mu);
+  sim_mutex_lock(&g_rec_mu);
   if (g_cap != 0) {
     size_t j = slot_of((uintptr_t)p, g_cap);
     while (g_live[j].base != 0 && g_live[j].base != (uintptr_t)p)
@@ -214,14 +214,14 @@ void sim_discrete_note_free(const void* p) {
       remove_slot(j);
     }
   }
-  sim_unlock(&g_rec_mu);
+  sim_mutex_unlock(&g_rec_mu);
 }
 
 /* Drops every record inside [lo, lo+size): the arena is destroyed with
  * allocations still live (jemalloc's arena destroy frees them wholesale),
  * and the addresses may be mapped again by a later device. */
 static void forget_range(uintptr_t lo, uint64_t size) {
-  sim_lock(&g_rec_mu);
+  sim_mutex_lock(&g_rec_mu);
   for (size_t j = 0; j < g_cap;) {
     if (g_live[j].base != 0 && g_live[j].base - lo < size)
       remove_slot(j); /* may move another record into j: look again */
@@ -230,14 +230,14 @@ static void forget_range(uintptr_t lo, uint64_t size) {
   }
   for (size_t i = 0; i < SIM_DISC_FREED; i++)
     if (g_freed[i].base - lo < size) g_freed[i].base = 0;
-  sim_unlock(&g_rec_mu);
+  sim_mutex_unlock(&g_rec_mu);
 }
 
 int sim_discrete_recs_trylock(void) {
-  return pthread_mutex_trylock(&g_rec_mu) == 0;
+  return sim_mutex_trylock(&g_rec_mu);
 }
 void sim_discrete_recs_unlock(void) {
-  pthread_mutex_unlock(&g_rec_mu);
+  sim_mutex_unlock(&g_rec_mu);
 }
 
 const sim_disc_rec* sim_discrete_live_at(uintptr_t a) {
@@ -262,12 +262,12 @@ const sim_disc_rec* sim_discrete_freed_at(uintptr_t a) {
  * reuse: the child forgets every region. The locks are taken around fork
  * so the child gets them unlocked and consistent. */
 static void fork_prepare(void) {
-  sim_lock(&g_mu);
-  sim_lock(&g_rec_mu);
+  sim_mutex_lock(&g_mu);
+  sim_mutex_lock(&g_rec_mu);
 }
 static void fork_parent(void) {
-  sim_unlock(&g_rec_mu);
-  sim_unlock(&g_mu);
+  sim_mutex_unlock(&g_rec_mu);
+  sim_mutex_unlock(&g_mu);
 }
 static void fork_child(void) {
   for (int i = 0; i < DISC_MAX_REGIONS; i++) {
@@ -292,12 +292,12 @@ static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
 /* ---- region registration (arena.c) --------------------------------------- */
 
 int sim_discrete_region_add(const char* name, void* a, void* b, uint64_t size) {
-  pthread_once(&g_atfork_once, install_atfork);
-  sim_lock(&g_mu);
+  SIM_CHECK_PT(pthread_once(&g_atfork_once, install_atfork));
+  sim_mutex_lock(&g_mu);
   int i = 0;
   while (i < DISC_MAX_REGIONS && regions[i].used) i++;
   if (i == DISC_MAX_REGIONS) {
-    sim_unlock(&g_mu);
+    sim_mutex_unlock(&g_mu);
     sim_create_error_set(
         "SIMDEV_DISCRETE=1: at most %d discrete devices can exist at once "
         "in a process",
@@ -321,12 +321,12 @@ int sim_discrete_region_add(const char* name, void* a, void* b, uint64_t size) {
   slot_write_end(r);
   if (i + 1 > atomic_load_explicit(&g_top, memory_order_relaxed))
     atomic_store_explicit(&g_top, i + 1, memory_order_release);
-  sim_unlock(&g_mu);
+  sim_mutex_unlock(&g_mu);
   return SIM_OK;
 }
 
 void sim_discrete_region_remove(void* a) {
-  sim_lock(&g_mu);
+  sim_mutex_lock(&g_mu);
   for (int i = 0; i < DISC_MAX_REGIONS; i++) {
     if (!regions[i].used ||
         atomic_load_explicit(&regions[i].lo, memory_order_relaxed) !=
@@ -341,5 +341,5 @@ void sim_discrete_region_remove(void* a) {
     forget_range((uintptr_t)a, size);
     break;
   }
-  sim_unlock(&g_mu);
+  sim_mutex_unlock(&g_mu);
 }

@@ -10,7 +10,8 @@
  * SIGSEGV) takes over. Under gdb the debugger stops at the access before any
  * of this runs.
  * The handler calls (all of them): write(2); pthread_mutex_trylock/unlock
- * on discrete.c's g_rec_mu (sim_discrete_recs_trylock/_unlock), with
+ * on discrete.c's g_rec_mu (sim_discrete_recs_trylock/_unlock, checked as
+ * every lock call is: only a broken invariant aborts), with
  * sched_yield between tries; the lock-free region lookup
  * (sim_discrete_region_at) and record lookups (sim_discrete_live_at/
  * _freed_at, with that lock held); nanosleep while another thread's report
@@ -298,5 +299,5 @@ static void install_handler(void) {
 static pthread_once_t g_install_once = PTHREAD_ONCE_INIT;
 
 void sim_discrete_report_install(void) {
-  pthread_once(&g_install_once, install_handler);
+  SIM_CHECK_PT(pthread_once(&g_install_once, install_handler));
 }

@@ -42,7 +42,7 @@ int sim_event_create(sim_event** out) {
   if (out == NULL) return SIM_EINVAL;
   sim_event* e = calloc(1, sizeof(*e));
   if (e == NULL) return SIM_ENOMEM;
-  SIM_CHECK_PT(pthread_mutex_init(&e->lock, NULL));
+  sim_mutex_init(&e->lock);
   sim_cond_init(&e->cv);
   e->refs = 1;
   *out = e;
@@ -50,24 +50,24 @@ int sim_event_create(sim_event** out) {
 }
 
 static void event_ref(sim_event* e) {
-  sim_lock(&e->lock);
+  sim_mutex_lock(&e->lock);
   SIM_CHECK(e->refs > 0);
   e->refs++;
-  sim_unlock(&e->lock);
+  sim_mutex_unlock(&e->lock);
 }
 
 static void event_unref(sim_event* e) {
-  sim_lock(&e->lock);
+  sim_mutex_lock(&e->lock);
   SIM_CHECK(e->refs > 0);
   int left = --e->refs;
-  sim_unlock(&e->lock);
+  sim_mutex_unlock(&e->lock);
   if (left > 0) return;
   if (e->last != NULL) {
     SIM_CHECK(e->last->refs == 1); /* no queued item can hold it any more */
     free(e->last);
   }
-  SIM_CHECK_PT(pthread_cond_destroy(&e->cv));
-  SIM_CHECK_PT(pthread_mutex_destroy(&e->lock));
+  sim_cond_destroy(&e->cv);
+  sim_mutex_destroy(&e->lock);
   free(e);
 }
 
@@ -87,9 +87,9 @@ typedef struct event_item {
 static void event_item_done(sim_work* w, int status) {
   event_item* it = (event_item*)w;
   sim_event* e = it->event;
-  sim_lock(&e->lock);
+  sim_mutex_lock(&e->lock);
   marker_unref(it->m);
-  sim_unlock(&e->lock);
+  sim_mutex_unlock(&e->lock);
   event_unref(e);
   free(it);
 }
@@ -109,11 +109,11 @@ static int run_record(sim_work* w, char* msg, size_t len) {
   event_item* it = (event_item*)w;
   sim_event* e = it->event;
   int stream_ok = sim_stream_status(it->stream, NULL, 0) == SIM_OK;
-  sim_lock(&e->lock);
+  sim_mutex_lock(&e->lock);
   it->m->done = 1;
   it->m->failed = !stream_ok;
-  sim_broadcast(&e->cv);
-  sim_unlock(&e->lock);
+  sim_cond_broadcast(&e->cv);
+  sim_mutex_unlock(&e->lock);
   return SIM_OK;
 }
 
@@ -130,12 +130,12 @@ int sim_event_record_marker(sim_event* e, sim_stream* s) {
   }
   it->w.trace.kind = SIM_TRACE_EVENT_RECORD;
   m->stream_key = sim_trace_stream_key(s->dev->ordinal, s->id);
-  sim_lock(&e->lock);
+  sim_mutex_lock(&e->lock);
   m->refs = 2; /* e->last and the record item */
   if (e->last != NULL) marker_unref(e->last);
   e->last = m;
   it->m = m;
-  sim_unlock(&e->lock);
+  sim_mutex_unlock(&e->lock);
   /* On an idle stream the marker is reached at once: mark it here rather
    * than wake the worker for it. */
   if (sim_stream_run_inline(s, &it->w) == 1) return SIM_OK;
@@ -153,9 +153,9 @@ int sim_event_record(sim_event* e, sim_stream* s) {
 static int run_wait(sim_work* w, char* msg, size_t len) {
   event_item* it = (event_item*)w;
   sim_event* e = it->event;
-  sim_lock(&e->lock);
-  while (!it->m->done) sim_wait(&e->cv, &e->lock);
-  sim_unlock(&e->lock);
+  sim_mutex_lock(&e->lock);
+  while (!it->m->done) sim_cond_wait(&e->cv, &e->lock);
+  sim_mutex_unlock(&e->lock);
   return SIM_OK;
 }
 
@@ -166,11 +166,11 @@ static int wait_event(sim_stream* s, sim_event* e, uint32_t kind) {
   event_item* it = event_item_new(s, e, run_wait, "wait event");
   if (it == NULL) return SIM_ENOMEM;
   it->w.trace.kind = kind;
-  sim_lock(&e->lock);
+  sim_mutex_lock(&e->lock);
   marker* m = e->last;
   if (m == NULL || m->done) {
     /* Never recorded, or already complete: nothing to wait for. */
-    sim_unlock(&e->lock);
+    sim_mutex_unlock(&e->lock);
     event_unref(e);
     free(it);
     return SIM_OK;
@@ -178,7 +178,7 @@ static int wait_event(sim_stream* s, sim_event* e, uint32_t kind) {
   m->refs++;
   it->m = m;
   it->w.trace.peer = m->stream_key;
-  sim_unlock(&e->lock);
+  sim_mutex_unlock(&e->lock);
   return sim_stream_submit(s, &it->w);
 }
 
@@ -202,27 +202,27 @@ int sim_stream_wait_stream(sim_stream* dependent, sim_stream* other) {
 }
 
 sim_event_state sim_event_query(sim_event* e) {
-  sim_lock(&e->lock);
+  sim_mutex_lock(&e->lock);
   sim_event_state st = SIM_EVENT_COMPLETE;
   if (e->last != NULL && !e->last->done)
     st = SIM_EVENT_PENDING;
   else if (e->last != NULL && e->last->failed)
     st = SIM_EVENT_ERROR;
-  sim_unlock(&e->lock);
+  sim_mutex_unlock(&e->lock);
   return st;
 }
 
 int sim_event_synchronize(sim_event* e) {
   if (e == NULL) return SIM_EINVAL;
-  sim_lock(&e->lock);
+  sim_mutex_lock(&e->lock);
   marker* m = e->last;
   int err = SIM_OK;
   if (m != NULL) {
     m->refs++; /* a re-record may drop it from e->last while we wait */
-    while (!m->done) sim_wait(&e->cv, &e->lock);
+    while (!m->done) sim_cond_wait(&e->cv, &e->lock);
     err = m->failed ? SIM_ESTREAM : SIM_OK;
     marker_unref(m);
   }
-  sim_unlock(&e->lock);
+  sim_mutex_unlock(&e->lock);
   return err;
 }

@@ -62,15 +62,15 @@ typedef struct rule {
 typedef struct sim_fault_plan {
   int nrules; /* >= 1 once published */
   uint64_t seed;
-  uint64_t gen;         /* generation, from 1: stream:fail_at's reset */
+  uint64_t gen; /* generation, from 1: stream:fail_at's reset */
   struct sim_fault_plan* retired; /* older plans, kept reachable */
   rule rules[MAX_RULES];
 } plan;
 
 /* The plan in force; written only by sim_faults_set (under g_set_lock),
  * read by the sites with one acquire load. */
-__attribute__((visibility("hidden"))) _Atomic(struct sim_fault_plan*)
-    sim_faults_plan;
+__attribute__((
+    visibility("hidden"))) _Atomic(struct sim_fault_plan*) sim_faults_plan;
 static plan* g_all;    /* every plan ever published; g_set_lock */
 static uint64_t g_gen; /* last generation handed out; g_set_lock */
 static _Atomic uint64_t g_injected[SIM_FAULT_KIND_COUNT];
@@ -96,10 +96,11 @@ static int fail(parse_ctx* c, const char* item, size_t len, const char* fmt,
                 const char* a) {
   char what[200];
   snprintf(what, sizeof(what), fmt, a);
-  snprintf(c->msg, c->msg_len,
-           "invalid SIMDEV_FAULTS rule \"%.*s%s\": %s (SIMDEV_FAULTS=\"%.96s%s\")",
-           (int)(len > 96 ? 96 : len), item, len > 96 ? "..." : "", what,
-           c->spec, strlen(c->spec) > 96 ? "..." : "");
+  snprintf(
+      c->msg, c->msg_len,
+      "invalid SIMDEV_FAULTS rule \"%.*s%s\": %s (SIMDEV_FAULTS=\"%.96s%s\")",
+      (int)(len > 96 ? 96 : len), item, len > 96 ? "..." : "", what, c->spec,
+      strlen(c->spec) > 96 ? "..." : "");
   return SIM_EINVAL;
 }
 
@@ -199,8 +200,8 @@ static int parse_rule(parse_ctx* c, const char* s, size_t len, rule* r) {
   if (len < sizeof(r->text))
     snprintf(r->text, sizeof(r->text), "%.*s", (int)len, s);
   else /* cut, and say so */
-    snprintf(r->text, sizeof(r->text), "%.*s...",
-             (int)(sizeof(r->text) - 4), s);
+    snprintf(r->text, sizeof(r->text), "%.*s...", (int)(sizeof(r->text) - 4),
+             s);
   const char* colon = memchr(s, ':', len);
   size_t klen = colon ? (size_t)(colon - s) : len;
   r->kind = kind_of(s, klen);
@@ -368,7 +369,7 @@ int sim_faults_set(const char* spec, char* msg, size_t msg_len) {
     p = NULL;
   }
   if (err != SIM_OK) return err;
-  sim_lock(&g_set_lock);
+  sim_mutex_lock(&g_set_lock);
   if (p != NULL) {
     p->gen = ++g_gen;
     p->retired = g_all;
@@ -382,7 +383,7 @@ int sim_faults_set(const char* spec, char* msg, size_t msg_len) {
   SIM_HG_BENIGN(&sim_faults_plan, sizeof(sim_faults_plan));
   if (p != NULL) SIM_HG_BEFORE(p);
   atomic_store_explicit(&sim_faults_plan, p, memory_order_release);
-  sim_unlock(&g_set_lock);
+  sim_mutex_unlock(&g_set_lock);
   return SIM_OK;
 }
 

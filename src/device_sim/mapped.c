@@ -21,13 +21,13 @@
 #include "sim_internal.h"
 
 void sim_mapped_init(sim_device* dev) {
-  SIM_CHECK_PT(pthread_mutex_init(&dev->mapped_lock, NULL));
+  sim_mutex_init(&dev->mapped_lock);
 }
 
 void sim_mapped_destroy(sim_device* dev) {
   free(dev->mapped);
   dev->mapped = NULL;
-  SIM_CHECK_PT(pthread_mutex_destroy(&dev->mapped_lock));
+  sim_mutex_destroy(&dev->mapped_lock);
 }
 
 int sim_mem_register_host(sim_device* dev, void* p, uint64_t size) {
@@ -35,7 +35,7 @@ int sim_mem_register_host(sim_device* dev, void* p, uint64_t size) {
       (uintptr_t)p > UINTPTR_MAX - size)
     return SIM_EINVAL;
   int err = SIM_OK;
-  sim_lock(&dev->mapped_lock);
+  sim_mutex_lock(&dev->mapped_lock);
   if (dev->nmapped == dev->capmapped) {
     int cap = dev->capmapped ? 2 * dev->capmapped : 8;
     sim_mapped_range* m = realloc(dev->mapped, (size_t)cap * sizeof(*m));
@@ -51,14 +51,14 @@ int sim_mem_register_host(sim_device* dev, void* p, uint64_t size) {
     dev->mapped[dev->nmapped].size = size;
     dev->nmapped++;
   }
-  sim_unlock(&dev->mapped_lock);
+  sim_mutex_unlock(&dev->mapped_lock);
   return err;
 }
 
 int sim_mem_unregister_host(sim_device* dev, void* p, uint64_t size) {
   if (dev == NULL || p == NULL) return SIM_EINVAL;
   int err = SIM_EINVAL;
-  sim_lock(&dev->mapped_lock);
+  sim_mutex_lock(&dev->mapped_lock);
   for (int i = 0; i < dev->nmapped; i++) {
     if (dev->mapped[i].base == (uintptr_t)p && dev->mapped[i].size == size) {
       dev->mapped[i] = dev->mapped[dev->nmapped - 1];
@@ -67,7 +67,7 @@ int sim_mem_unregister_host(sim_device* dev, void* p, uint64_t size) {
       break;
     }
   }
-  sim_unlock(&dev->mapped_lock);
+  sim_mutex_unlock(&dev->mapped_lock);
   return err;
 }
 
@@ -76,12 +76,12 @@ int sim_mapped_contains(const sim_device* dev, const void* p, uint64_t size) {
   if (atomic_load(&d->nmapped) == 0) return 0;
   uintptr_t q = (uintptr_t)p;
   int found = 0;
-  sim_lock(&d->mapped_lock);
+  sim_mutex_lock(&d->mapped_lock);
   for (int i = 0; i < d->nmapped && !found; i++) {
     const sim_mapped_range* m = &d->mapped[i];
     found = q >= m->base && q - m->base <= m->size &&
             size <= m->size - (q - m->base);
   }
-  sim_unlock(&d->mapped_lock);
+  sim_mutex_unlock(&d->mapped_lock);
   return found;
 }

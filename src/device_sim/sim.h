@@ -21,6 +21,8 @@
 #ifndef SIMDEV_DEVICE_SIM_SIM_H_
 #define SIMDEV_DEVICE_SIM_SIM_H_
 
+#include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,8 +52,8 @@ uint64_t sim_now_ns(void);
 #define SIM_MAX_MEMORY_MB (1024 * 1024) /* 1 TiB of address space */
 
 typedef struct sim_config {
-  int device_count;     /* SIMDEV_DEVICE_COUNT, 1..SIM_MAX_DEVICES, default 1 */
-  uint64_t memory_mb;   /* SIMDEV_MEMORY_MB, 1..SIM_MAX_MEMORY_MB, default 2048 */
+  int device_count;   /* SIMDEV_DEVICE_COUNT, 1..SIM_MAX_DEVICES, default 1 */
+  uint64_t memory_mb; /* SIMDEV_MEMORY_MB, 1..SIM_MAX_MEMORY_MB, default 2048 */
   /* SIMDEV_SYNC, 0 or 1, default 0: every kernel launch has run before its
    * compute function returns (the analogue of CUDA_LAUNCH_BLOCKING). */
   int sync_launch;
@@ -107,12 +109,55 @@ int sim_config_from_env(sim_config* cfg, char* msg, size_t msg_len);
 /* A broken internal invariant (a pthread call failing on a valid object, a
  * corrupted queue): report file and line, then abort. Never used for bad
  * caller input, which gets an error code. Shared with the plugin's layers. */
-#define SIM_CHECK(cond)                                         \
-  do {                                                          \
+#define SIM_CHECK(cond)                                           \
+  do {                                                            \
     if (!(cond)) sim_invariant_failed(__FILE__, __LINE__, #cond); \
   } while (0)
 void sim_invariant_failed(const char* file, int line, const char* what)
     __attribute__((noreturn));
+
+/* ------------------------------------------------- checked pthread calls */
+/* Every pthread call on a mutex or condition variable, in device_sim and in
+ * the plugin's layers alike, goes through these. On a valid, initialised
+ * object such a call cannot fail, so a non-zero result (EINVAL: destroyed or
+ * never initialised; on an error-checking mutex, EDEADLK: relocked by its
+ * holder, EPERM: unlocked by another thread) is a broken invariant:
+ * SIM_CHECK's report, with the caller's file and line, the call and its
+ * error, then abort. They are macros so that the
+ * report names the caller, not this header; they call pthread directly, so
+ * helgrind and ThreadSanitizer, which intercept the pthread functions, see
+ * every lock, unlock and wait as before. */
+#define SIM_CHECK_PT(call) sim_pt_check_((call), __FILE__, __LINE__, #call)
+#define sim_mutex_init(m) SIM_CHECK_PT(pthread_mutex_init((m), NULL))
+#define sim_mutex_destroy(m) SIM_CHECK_PT(pthread_mutex_destroy(m))
+#define sim_mutex_lock(m) SIM_CHECK_PT(pthread_mutex_lock(m))
+#define sim_mutex_unlock(m) SIM_CHECK_PT(pthread_mutex_unlock(m))
+/* 1 if the lock was taken, 0 if another thread holds it (EBUSY). */
+#define sim_mutex_trylock(m)                                \
+  sim_pt_try_(pthread_mutex_trylock(m), __FILE__, __LINE__, \
+              "pthread_mutex_trylock(" #m ")")
+#define sim_cond_destroy(c) SIM_CHECK_PT(pthread_cond_destroy(c))
+#define sim_cond_wait(c, m) SIM_CHECK_PT(pthread_cond_wait((c), (m)))
+#define sim_cond_signal(c) SIM_CHECK_PT(pthread_cond_signal(c))
+#define sim_cond_broadcast(c) SIM_CHECK_PT(pthread_cond_broadcast(c))
+/* Initialises a condvar on CLOCK_MONOTONIC (a function: four checked calls),
+ * so that a timed wait on it (there is none today) ignores wall-clock
+ * jumps. */
+void sim_cond_init(pthread_cond_t* c);
+
+/* The report and abort behind SIM_CHECK_PT: `what` returned error rc. */
+void sim_pthread_failed(const char* file, int line, const char* what, int rc)
+    __attribute__((noreturn));
+static inline void sim_pt_check_(int rc, const char* file, int line,
+                                 const char* what) {
+  if (__builtin_expect(rc != 0, 0)) sim_pthread_failed(file, line, what, rc);
+}
+static inline int sim_pt_try_(int rc, const char* file, int line,
+                              const char* what) {
+  if (rc == EBUSY) return 0;
+  sim_pt_check_(rc, file, line, what);
+  return 1;
+}
 
 /* ---------------------------------------------------------------- device */
 
@@ -161,7 +206,7 @@ int sim_device_discrete(const sim_device* dev);
 void sim_device_destroy(sim_device* dev);
 
 int sim_device_ordinal(const sim_device* dev);
-/* NUMA node (OS index) the region lives on, or -1 if the machine reports none. */
+/* NUMA node (OS index) of the region, or -1 if the machine reports none. */
 int sim_device_numa_node(const sim_device* dev);
 /* 1 if the region was actually bound with hwloc, 0 if binding was refused
  * (e.g. a single-node machine whose kernel lacks mbind): memory is still
@@ -183,10 +228,10 @@ typedef struct sim_mem_stats {
   uint64_t peak_bytes_in_use; /* high-water mark of bytes_in_use */
   uint64_t num_allocs;        /* successful allocations since creation */
   uint64_t num_frees;
-  uint64_t largest_alloc;     /* largest single usable size handed out */
-  uint64_t bytes_limit;       /* size of the region */
-  uint64_t bytes_reserved;    /* region bytes handed to jemalloc so far */
-  uint64_t num_failed;        /* allocations refused for lack of space */
+  uint64_t largest_alloc;  /* largest single usable size handed out */
+  uint64_t bytes_limit;    /* size of the region */
+  uint64_t bytes_reserved; /* region bytes handed to jemalloc so far */
+  uint64_t num_failed;     /* allocations refused for lack of space */
 } sim_mem_stats;
 
 /* Allocates `size` bytes (SIM_MEM_ALIGN aligned) from the device region.
@@ -355,8 +400,8 @@ int sim_memcpy_async(sim_stream* s, void* dst, const void* src, uint64_t n);
  * SIM_TRACE_MEMCPY_H2H, else SIM_EINVAL) given by the caller, who knows it:
  * sim_memcpy_async works it out from s's device alone, so a copy between
  * two devices would look like a host copy. */
-int sim_memcpy_async_kind(sim_stream* s, void* dst, const void* src,
-                          uint64_t n, int kind);
+int sim_memcpy_async_kind(sim_stream* s, void* dst, const void* src, uint64_t n,
+                          int kind);
 int sim_memset8_async(sim_stream* s, void* dst, uint8_t value, uint64_t n);
 /* n is in bytes and must be a multiple of 4 (SIM_EINVAL otherwise); dst must
  * be 4-byte aligned. */
@@ -455,17 +500,17 @@ int sim_timer_elapsed_ns(sim_timer* t, uint64_t* ns);
  * thread-safe. */
 
 typedef enum sim_trace_kind {
-  SIM_TRACE_OTHER = 0,         /* submitted without trace info */
-  SIM_TRACE_KERNEL = 1,        /* name = node name, type = op type */
-  SIM_TRACE_MEMCPY_H2D = 2,    /* copies: sim_memcpy_async_kind's kind, or */
-  SIM_TRACE_MEMCPY_D2H = 3,    /* sim_memcpy_async's guess from its device */
+  SIM_TRACE_OTHER = 0,      /* submitted without trace info */
+  SIM_TRACE_KERNEL = 1,     /* name = node name, type = op type */
+  SIM_TRACE_MEMCPY_H2D = 2, /* copies: sim_memcpy_async_kind's kind, or */
+  SIM_TRACE_MEMCPY_D2H = 3, /* sim_memcpy_async's guess from its device */
   SIM_TRACE_MEMCPY_D2D = 4,
   SIM_TRACE_MEMCPY_H2H = 5,
   SIM_TRACE_MEMSET = 6,
   SIM_TRACE_EVENT_RECORD = 7,
-  SIM_TRACE_EVENT_WAIT = 8,    /* peer = the stream the event was recorded on;
-                                  start..end is the time the stream waited */
-  SIM_TRACE_STREAM_WAIT = 9,   /* sim_stream_wait_stream: peer = `other` */
+  SIM_TRACE_EVENT_WAIT = 8,  /* peer = the stream the event was recorded on;
+                                start..end is the time the stream waited */
+  SIM_TRACE_STREAM_WAIT = 9, /* sim_stream_wait_stream: peer = `other` */
   SIM_TRACE_HOST_CALLBACK = 10,
   SIM_TRACE_TIMER = 11,
   SIM_TRACE_KIND_COUNT
@@ -499,10 +544,10 @@ typedef struct sim_trace_rec {
 typedef struct sim_trace_mem {
   uint64_t ns;
   uint64_t addr;
-  uint64_t bytes;    /* usable size allocated or freed; requested if failed */
-  uint64_t in_use;   /* the device's bytes_in_use after this */
+  uint64_t bytes;  /* usable size allocated or freed; requested if failed */
+  uint64_t in_use; /* the device's bytes_in_use after this */
   int32_t tid;
-  int32_t op;        /* 1 alloc, -1 free, 0 failed alloc */
+  int32_t op; /* 1 alloc, -1 free, 0 failed alloc */
 } sim_trace_mem;
 
 /* One stream's records in a snapshot, oldest first (ascending start_ns). */

@@ -19,8 +19,6 @@
 
 #include "sim.h"
 
-#define SIM_CHECK_PT(call) SIM_CHECK((call) == 0)
-
 /* helgrind does not model C11 atomics. SIM_HG_BENIGN declares a flag read
  * relaxed on a hot path benign to it; SIM_HG_BEFORE/AFTER tell it of a
  * release store / acquire load pair that publishes an object. Outside
@@ -42,20 +40,8 @@
 #define sim_container_of(ptr, type, member) \
   ((type*)((char*)(ptr)-offsetof(type, member)))
 
-static inline void sim_lock(pthread_mutex_t* m) {
-  SIM_CHECK_PT(pthread_mutex_lock(m));
-}
-static inline void sim_unlock(pthread_mutex_t* m) {
-  SIM_CHECK_PT(pthread_mutex_unlock(m));
-}
-static inline void sim_wait(pthread_cond_t* c, pthread_mutex_t* m) {
-  SIM_CHECK_PT(pthread_cond_wait(c, m));
-}
-static inline void sim_broadcast(pthread_cond_t* c) {
-  SIM_CHECK_PT(pthread_cond_broadcast(c));
-}
-
-/* ---- common.c (also sim_strerror, sim_invariant_failed, sim_now_ns) ---- */
+/* ---- common.c (also sim.h's sim_strerror, sim_invariant_failed,
+ * sim_pthread_failed, sim_cond_init, sim_now_ns) ---- */
 /* The calling thread's sim_device_create_error() message (thread-local):
  * _set (printf format) is called by device.c (to clear it) and by the layers
  * below sim_device_create_ex on a failure that has more to say than its
@@ -71,9 +57,6 @@ const char* sim_create_error_text(void);
  * failure (docs/debugging.md, "gdb"). A kernel's own failure (sk_fail) is
  * per launch, never a stream failure, and does not come here. */
 void sim_stream_failed(const sim_stream* s, int err, const char* msg);
-/* Initialises a condvar on CLOCK_MONOTONIC: a timed wait on it (device_sim
- * has none today) would ignore wall-clock jumps. */
-void sim_cond_init(pthread_cond_t* c);
 
 /* Floating-point mode of every device thread (stream workers and pool
  * helpers), set once when the thread starts: denormals flushed to zero,
@@ -177,8 +160,7 @@ typedef struct sim_disc_rec {
  * its alias b, size bytes each; registers the fork handlers the first time
  * (the caller installs the fault handler: sim_discrete_report_install).
  * SIM_ENOMEM when too many regions are alive. */
-int sim_discrete_region_add(const char* name, void* a, void* b,
-                            uint64_t size);
+int sim_discrete_region_add(const char* name, void* a, void* b, uint64_t size);
 /* Unregisters the region at a and forgets its allocation records. Called
  * before a is unmapped. */
 void sim_discrete_region_remove(void* a);
@@ -269,7 +251,7 @@ struct sim_stream {
    * sim_stream_run_inline); the worker takes the next item only when it is
    * 0, so items run one at a time in FIFO order whoever runs them. */
   int busy;
-  int inline_ok; /* sim_stream_set_inline; read-only once shared */
+  int inline_ok;         /* sim_stream_set_inline; read-only once shared */
   uint64_t eager_queued; /* queued items without SIM_WORK_LAZY */
   int stopping;
   int status;    /* sticky: SIM_OK or the first failure */
@@ -298,8 +280,8 @@ void* sim_work_alloc(size_t size, sim_work_run_fn run, uint32_t flags,
  * relaxed load) and call the functions below only when it is set; those
  * load it again (acquire) and judge the operation by that one plan. */
 struct sim_fault_plan;
-extern __attribute__((visibility("hidden"))) _Atomic(struct sim_fault_plan*)
-    sim_faults_plan;
+extern __attribute__((
+    visibility("hidden"))) _Atomic(struct sim_fault_plan*) sim_faults_plan;
 static inline int sim_faults_on(void) {
   return __builtin_expect(
       atomic_load_explicit(&sim_faults_plan, memory_order_relaxed) != NULL, 0);

@@ -46,21 +46,21 @@ static __thread sim_stream* tls_current_stream;
  * teardown): a stream links itself in at creation and out at destruction,
  * under dev->streams_lock. Returns the new stream's id. */
 static int link_into_device(sim_device* dev, sim_stream* s) {
-  sim_lock(&dev->streams_lock);
+  sim_mutex_lock(&dev->streams_lock);
   int id = dev->next_stream_id++;
   s->dev_next = dev->streams;
   dev->streams = s;
-  sim_unlock(&dev->streams_lock);
+  sim_mutex_unlock(&dev->streams_lock);
   return id;
 }
 
 static void unlink_from_device(sim_device* dev, sim_stream* s) {
-  sim_lock(&dev->streams_lock);
+  sim_mutex_lock(&dev->streams_lock);
   sim_stream** pp = &dev->streams;
   while (*pp != NULL && *pp != s) pp = &(*pp)->dev_next;
   SIM_CHECK(*pp == s);
   *pp = s->dev_next;
-  sim_unlock(&dev->streams_lock);
+  sim_mutex_unlock(&dev->streams_lock);
 }
 
 static void set_sticky(sim_stream* s, int err, const char* msg,
@@ -117,9 +117,9 @@ static inline __attribute__((always_inline)) int run_only(sim_stream* s,
       rc = SIM_EFAILED;
   }
   if (rc != SIM_OK && rc != SIM_ESTREAM) {
-    sim_lock(&s->lock);
+    sim_mutex_lock(&s->lock);
     set_sticky(s, rc, msg, w->label);
-    sim_unlock(&s->lock);
+    sim_mutex_unlock(&s->lock);
   }
   return rc;
 }
@@ -174,18 +174,18 @@ static void* worker_main(void* arg) {
   pthread_setname_np(pthread_self(), name);
   sim_thread_fp_mode();
 
-  sim_lock(&s->lock);
+  sim_mutex_lock(&s->lock);
   for (;;) {
     /* Poll briefly before sleeping: kernels arrive back to back (TF issues
      * the next op as soon as the last one completes), and waking a sleeping
      * worker on an idle core costs tens of microseconds. Each poll yields
      * the core, so a busy machine loses little. */
     for (int spin = 0; spin < SIM_STREAM_POLLS && !worker_may_go(s); spin++) {
-      sim_unlock(&s->lock);
+      sim_mutex_unlock(&s->lock);
       sched_yield();
-      sim_lock(&s->lock);
+      sim_mutex_lock(&s->lock);
     }
-    while (!worker_may_go(s)) sim_wait(&s->cv_work, &s->lock);
+    while (!worker_may_go(s)) sim_cond_wait(&s->cv_work, &s->lock);
     sim_work* w = s->head;
     if (w == NULL) break; /* stopping and drained */
     s->head = w->next;
@@ -193,16 +193,16 @@ static void* worker_main(void* arg) {
     if (!(w->flags & SIM_WORK_LAZY)) s->eager_queued--;
     int status = s->status;
     s->busy = 1;
-    sim_unlock(&s->lock);
+    sim_mutex_unlock(&s->lock);
 
     run_item(s, w, status, 0);
 
-    sim_lock(&s->lock);
+    sim_mutex_lock(&s->lock);
     s->busy = 0;
     s->completed++;
-    if (s->sync_waiters > 0) sim_broadcast(&s->cv_done);
+    if (s->sync_waiters > 0) sim_cond_broadcast(&s->cv_done);
   }
-  sim_unlock(&s->lock);
+  sim_mutex_unlock(&s->lock);
   return NULL;
 }
 
@@ -212,7 +212,7 @@ int sim_stream_create(sim_device* dev, sim_stream** out) {
   if (s == NULL) return SIM_ENOMEM;
   s->dev = dev;
   s->inline_ok = dev->inline_ok;
-  SIM_CHECK_PT(pthread_mutex_init(&s->lock, NULL));
+  sim_mutex_init(&s->lock);
   sim_cond_init(&s->cv_work);
   sim_cond_init(&s->cv_done);
   s->id = link_into_device(dev, s);
@@ -223,9 +223,9 @@ int sim_stream_create(sim_device* dev, sim_stream** out) {
   }
   if (err != SIM_OK) {
     unlink_from_device(dev, s);
-    pthread_cond_destroy(&s->cv_done);
-    pthread_cond_destroy(&s->cv_work);
-    pthread_mutex_destroy(&s->lock);
+    sim_cond_destroy(&s->cv_done);
+    sim_cond_destroy(&s->cv_work);
+    sim_mutex_destroy(&s->lock);
     free(s);
     return err;
   }
@@ -236,17 +236,17 @@ int sim_stream_create(sim_device* dev, sim_stream** out) {
 void sim_stream_destroy(sim_stream* s) {
   if (s == NULL) return;
   SIM_CHECK(!sim_stream_is_current(s)); /* would join itself */
-  sim_lock(&s->lock);
+  sim_mutex_lock(&s->lock);
   s->stopping = 1;
-  SIM_CHECK_PT(pthread_cond_signal(&s->cv_work));
-  sim_unlock(&s->lock);
+  sim_cond_signal(&s->cv_work);
+  sim_mutex_unlock(&s->lock);
   SIM_CHECK_PT(pthread_join(s->thread, NULL));
   SIM_CHECK(s->head == NULL && s->completed == s->submitted);
   sim_trace_stream_gone(s);
   unlink_from_device(s->dev, s);
-  SIM_CHECK_PT(pthread_cond_destroy(&s->cv_done));
-  SIM_CHECK_PT(pthread_cond_destroy(&s->cv_work));
-  SIM_CHECK_PT(pthread_mutex_destroy(&s->lock));
+  sim_cond_destroy(&s->cv_done);
+  sim_cond_destroy(&s->cv_work);
+  sim_mutex_destroy(&s->lock);
   free(s);
 }
 
@@ -263,7 +263,7 @@ int sim_stream_submit(sim_stream* s, sim_work* w) {
   w->next = NULL;
   /* The off path's one test per item (an inline run makes it instead). */
   if (sim_trace_on()) sim_trace_fill(w);
-  sim_lock(&s->lock);
+  sim_mutex_lock(&s->lock);
   if (s->tail != NULL)
     s->tail->next = w;
   else
@@ -271,8 +271,8 @@ int sim_stream_submit(sim_stream* s, sim_work* w) {
   s->tail = w;
   s->submitted++;
   if (!(w->flags & SIM_WORK_LAZY)) s->eager_queued++;
-  SIM_CHECK_PT(pthread_cond_signal(&s->cv_work));
-  sim_unlock(&s->lock);
+  sim_cond_signal(&s->cv_work);
+  sim_mutex_unlock(&s->lock);
   return SIM_OK;
 }
 
@@ -290,14 +290,14 @@ int sim_stream_run_inline(sim_stream* s, sim_work* w) {
   /* A lazy item must run as late as possible; on a stream's worker (this
    * stream's or another's) the queue is the simple, proven path. */
   if ((w->flags & SIM_WORK_LAZY) || tls_current_stream != NULL) return 0;
-  sim_lock(&s->lock);
+  sim_mutex_lock(&s->lock);
   int idle = s->head == NULL && !s->busy && !s->stopping;
   int status = s->status;
   if (idle) {
     s->busy = 1;
     s->submitted++;
   }
-  sim_unlock(&s->lock);
+  sim_mutex_unlock(&s->lock);
   if (!idle) return 0;
   if (sim_trace_on()) sim_trace_fill(w); /* the off path's one test */
 
@@ -310,39 +310,38 @@ int sim_stream_run_inline(sim_stream* s, sim_work* w) {
   sim_fp_mode_pop(fp);
   tls_current_stream = NULL;
 
-  sim_lock(&s->lock);
+  sim_mutex_lock(&s->lock);
   s->busy = 0;
   s->completed++;
-  if (s->sync_waiters > 0) sim_broadcast(&s->cv_done);
+  if (s->sync_waiters > 0) sim_cond_broadcast(&s->cv_done);
   /* Items submitted while this one ran (or a stop) wait for the worker. */
-  if (s->head != NULL || s->stopping)
-    SIM_CHECK_PT(pthread_cond_signal(&s->cv_work));
-  sim_unlock(&s->lock);
+  if (s->head != NULL || s->stopping) sim_cond_signal(&s->cv_work);
+  sim_mutex_unlock(&s->lock);
   return 1;
 }
 
 int sim_stream_synchronize(sim_stream* s) {
   if (s == NULL) return SIM_EINVAL;
   if (sim_stream_is_current(s)) return SIM_EINVAL; /* would wait for itself */
-  sim_lock(&s->lock);
+  sim_mutex_lock(&s->lock);
   uint64_t target = s->submitted;
   s->sync_waiters++;
   /* A lazy head may go now; only then is the worker worth waking. */
   if (s->head != NULL && (s->head->flags & SIM_WORK_LAZY))
-    SIM_CHECK_PT(pthread_cond_signal(&s->cv_work));
-  while (s->completed < target) sim_wait(&s->cv_done, &s->lock);
+    sim_cond_signal(&s->cv_work);
+  while (s->completed < target) sim_cond_wait(&s->cv_done, &s->lock);
   s->sync_waiters--;
   int status = s->status;
-  sim_unlock(&s->lock);
+  sim_mutex_unlock(&s->lock);
   return status;
 }
 
 int sim_stream_status(sim_stream* s, char* msg, size_t msg_len) {
   if (s == NULL) return SIM_EINVAL;
-  sim_lock(&s->lock);
+  sim_mutex_lock(&s->lock);
   int status = s->status;
   if (msg != NULL && msg_len > 0) snprintf(msg, msg_len, "%s", s->msg);
-  sim_unlock(&s->lock);
+  sim_mutex_unlock(&s->lock);
   return status;
 }
 
@@ -408,8 +407,8 @@ static int submit_copy(sim_stream* s, sim_work_run_fn run, uint32_t kind,
   return sim_stream_submit(s, &c->w);
 }
 
-int sim_memcpy_async_kind(sim_stream* s, void* dst, const void* src,
-                          uint64_t n, int kind) {
+int sim_memcpy_async_kind(sim_stream* s, void* dst, const void* src, uint64_t n,
+                          int kind) {
   if (s == NULL || (n > 0 && (dst == NULL || src == NULL))) return SIM_EINVAL;
   if (kind < SIM_TRACE_MEMCPY_H2D || kind > SIM_TRACE_MEMCPY_H2H)
     return SIM_EINVAL;

@@ -1,6 +1,6 @@
 /*
- * pool.c - sim_parallel_for: the helper threads kernels use to spread large
- * elementwise and reduction work over every core.
+ * threadpool.c - sim_parallel_for: the helper threads kernels use to spread
+ * large elementwise and reduction work over every core.
  *
  * One process-wide pool (the device is simulated on the host's cores, so all
  * devices share them): one helper per CPU beyond the first, created on first
@@ -53,9 +53,9 @@ static void run_chunks(void) {
     pool.next = e;
     sim_range_fn fn = pool.fn;
     void* arg = pool.arg;
-    sim_unlock(&pool.lock);
+    sim_mutex_unlock(&pool.lock);
     fn(arg, b, e);
-    sim_lock(&pool.lock);
+    sim_mutex_lock(&pool.lock);
   }
 }
 
@@ -66,18 +66,18 @@ static void* helper_main(void* arg) {
   sim_thread_fp_mode();
 
   uint64_t seen = 0;
-  sim_lock(&pool.lock);
+  sim_mutex_lock(&pool.lock);
   for (;;) {
     while (!pool.stopping && pool.generation == seen)
-      sim_wait(&pool.cv_job, &pool.lock);
+      sim_cond_wait(&pool.cv_job, &pool.lock);
     if (pool.stopping) break;
     seen = pool.generation;
     if (!pool.open) continue; /* woke too late: the caller finished alone */
     pool.active++;
     run_chunks();
-    if (--pool.active == 0) sim_broadcast(&pool.cv_idle);
+    if (--pool.active == 0) sim_cond_broadcast(&pool.cv_idle);
   }
-  sim_unlock(&pool.lock);
+  sim_mutex_unlock(&pool.lock);
   return NULL;
 }
 
@@ -99,19 +99,19 @@ static void pool_start(void) {
 /* Joins the helpers at exit (or dlclose), so valgrind and TF's teardown see
  * no thread left behind. */
 __attribute__((destructor)) static void pool_stop(void) {
-  sim_lock(&pool.lock);
+  sim_mutex_lock(&pool.lock);
   int n = pool.nhelpers;
   pool.stopping = 1;
-  if (n > 0) sim_broadcast(&pool.cv_job); /* initialised iff started */
-  sim_unlock(&pool.lock);
+  if (n > 0) sim_cond_broadcast(&pool.cv_job); /* initialised iff started */
+  sim_mutex_unlock(&pool.lock);
   for (int i = 0; i < n; i++) SIM_CHECK_PT(pthread_join(pool.threads[i], NULL));
 }
 
 int sim_parallel_width(void) {
   SIM_CHECK_PT(pthread_once(&pool.once, pool_start));
-  sim_lock(&pool.lock);
+  sim_mutex_lock(&pool.lock);
   int w = pool.nhelpers + 1;
-  sim_unlock(&pool.lock);
+  sim_mutex_unlock(&pool.lock);
   return w;
 }
 
@@ -119,14 +119,14 @@ void sim_parallel_for(int64_t n, int64_t grain, sim_range_fn fn, void* arg) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
   int width = sim_parallel_width();
-  if (width == 1 || n <= grain || pthread_mutex_trylock(&pool.region) != 0) {
+  if (width == 1 || n <= grain || !sim_mutex_trylock(&pool.region)) {
     fn(arg, 0, n);
     return;
   }
   int64_t chunk = (n + 4 * width - 1) / (4 * width);
   if (chunk < grain) chunk = grain;
 
-  sim_lock(&pool.lock);
+  sim_mutex_lock(&pool.lock);
   pool.fn = fn;
   pool.arg = arg;
   pool.n = n;
@@ -134,12 +134,12 @@ void sim_parallel_for(int64_t n, int64_t grain, sim_range_fn fn, void* arg) {
   pool.next = 0;
   pool.open = 1;
   pool.generation++;
-  sim_broadcast(&pool.cv_job);
+  sim_cond_broadcast(&pool.cv_job);
   run_chunks();
   pool.open = 0; /* late helpers skip this region */
-  while (pool.active > 0) sim_wait(&pool.cv_idle, &pool.lock);
+  while (pool.active > 0) sim_cond_wait(&pool.cv_idle, &pool.lock);
   pool.fn = NULL;
   pool.arg = NULL;
-  sim_unlock(&pool.lock);
-  SIM_CHECK_PT(pthread_mutex_unlock(&pool.region));
+  sim_mutex_unlock(&pool.lock);
+  sim_mutex_unlock(&pool.region);
 }

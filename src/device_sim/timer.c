@@ -28,7 +28,7 @@ int sim_timer_create(sim_timer** out) {
   if (out == NULL) return SIM_EINVAL;
   sim_timer* t = calloc(1, sizeof(*t));
   if (t == NULL) return SIM_ENOMEM;
-  SIM_CHECK_PT(pthread_mutex_init(&t->lock, NULL));
+  sim_mutex_init(&t->lock);
   sim_cond_init(&t->cv);
   *out = t;
   return SIM_OK;
@@ -36,11 +36,11 @@ int sim_timer_create(sim_timer** out) {
 
 void sim_timer_destroy(sim_timer* t) {
   if (t == NULL) return;
-  sim_lock(&t->lock);
-  while (t->queued > 0) sim_wait(&t->cv, &t->lock);
-  sim_unlock(&t->lock);
-  SIM_CHECK_PT(pthread_cond_destroy(&t->cv));
-  SIM_CHECK_PT(pthread_mutex_destroy(&t->lock));
+  sim_mutex_lock(&t->lock);
+  while (t->queued > 0) sim_cond_wait(&t->cv, &t->lock);
+  sim_mutex_unlock(&t->lock);
+  sim_cond_destroy(&t->cv);
+  sim_mutex_destroy(&t->lock);
   free(t);
 }
 
@@ -48,7 +48,7 @@ static int run_stamp(sim_work* w, char* msg, size_t len) {
   timer_item* it = (timer_item*)w;
   sim_timer* t = it->timer;
   uint64_t now = sim_now_ns();
-  sim_lock(&t->lock);
+  sim_mutex_lock(&t->lock);
   if (it->is_stop) {
     t->stop_ns = now;
     t->stop_state = STAMP_TAKEN;
@@ -57,8 +57,8 @@ static int run_stamp(sim_work* w, char* msg, size_t len) {
     t->start_state = STAMP_TAKEN;
   }
   t->queued--;
-  sim_broadcast(&t->cv);
-  sim_unlock(&t->lock);
+  sim_cond_broadcast(&t->cv);
+  sim_mutex_unlock(&t->lock);
   return SIM_OK;
 }
 
@@ -70,13 +70,13 @@ static int enqueue_stamp(sim_timer* t, sim_stream* s, int is_stop) {
   it->w.trace.kind = SIM_TRACE_TIMER;
   it->timer = t;
   it->is_stop = is_stop;
-  sim_lock(&t->lock);
+  sim_mutex_lock(&t->lock);
   t->queued++;
   if (is_stop)
     t->stop_state = STAMP_QUEUED;
   else
     t->start_state = STAMP_QUEUED;
-  sim_unlock(&t->lock);
+  sim_mutex_unlock(&t->lock);
   return sim_stream_submit(s, &it->w);
 }
 
@@ -89,16 +89,16 @@ int sim_timer_stop(sim_timer* t, sim_stream* s) {
 
 int sim_timer_elapsed_ns(sim_timer* t, uint64_t* ns) {
   if (t == NULL || ns == NULL) return SIM_EINVAL;
-  sim_lock(&t->lock);
+  sim_mutex_lock(&t->lock);
   int err = SIM_OK;
   if (t->start_state == STAMP_NONE || t->stop_state == STAMP_NONE) {
     err = SIM_ENOTREADY;
   } else {
     while (t->start_state != STAMP_TAKEN || t->stop_state != STAMP_TAKEN)
-      sim_wait(&t->cv, &t->lock);
+      sim_cond_wait(&t->cv, &t->lock);
     /* Start and stop on different streams can run in either order. */
     *ns = t->stop_ns >= t->start_ns ? t->stop_ns - t->start_ns : 0;
   }
-  sim_unlock(&t->lock);
+  sim_mutex_unlock(&t->lock);
   return err;
 }

@@ -131,7 +131,7 @@ static sim_trace_ring* ring_find(int is_mem, int device, int stream) {
 static sim_trace_ring* ring_new(int is_mem, int device, int stream) {
   sim_trace_ring* r = calloc(1, sizeof(*r));
   if (r == NULL) return NULL;
-  SIM_CHECK_PT(pthread_mutex_init(&r->lock, NULL));
+  sim_mutex_init(&r->lock);
   r->is_mem = is_mem;
   r->device = device;
   r->stream = stream;
@@ -143,7 +143,7 @@ static sim_trace_ring* ring_new(int is_mem, int device, int stream) {
 }
 
 static void ring_free(sim_trace_ring* r) {
-  SIM_CHECK_PT(pthread_mutex_destroy(&r->lock));
+  sim_mutex_destroy(&r->lock);
   free(r->buf);
   free(r);
 }
@@ -174,9 +174,9 @@ static void evict_oldest_dead(void) {
   sim_trace_ring* r = *victim;
   *victim = r->next;
   g.ndead--;
-  sim_lock(&r->lock);
+  sim_mutex_lock(&r->lock);
   uint64_t lost = r->count + r->dropped;
-  sim_unlock(&r->lock);
+  sim_mutex_unlock(&r->lock);
   sim_trace_ring* dev = ring_find(1, r->device, -1);
   if (dev == NULL) dev = ring_new(1, r->device, -1);
   if (dev != NULL) dev->evicted += lost; /* else: out of memory, uncounted */
@@ -184,36 +184,36 @@ static void evict_oldest_dead(void) {
 }
 
 int sim_trace_stream_born(sim_stream* s) {
-  sim_lock(&g.lock);
+  sim_mutex_lock(&g.lock);
   s->trace_ring = ring_attach(0, s->dev->ordinal, s->id);
-  sim_unlock(&g.lock);
+  sim_mutex_unlock(&g.lock);
   return s->trace_ring != NULL ? SIM_OK : SIM_ENOMEM;
 }
 
 void sim_trace_stream_gone(sim_stream* s) {
-  sim_lock(&g.lock);
+  sim_mutex_lock(&g.lock);
   sim_trace_ring* r = s->trace_ring;
   SIM_CHECK(r->alive > 0);
   if (--r->alive == 0) {
     r->death = ++g.deaths;
     if (++g.ndead > SIM_TRACE_DEAD_RINGS) evict_oldest_dead();
   }
-  sim_unlock(&g.lock);
+  sim_mutex_unlock(&g.lock);
   s->trace_ring = NULL;
 }
 
 int sim_trace_device_born(sim_device* dev) {
-  sim_lock(&g.lock);
+  sim_mutex_lock(&g.lock);
   dev->trace_mem = ring_attach(1, dev->ordinal, -1);
-  sim_unlock(&g.lock);
+  sim_mutex_unlock(&g.lock);
   return dev->trace_mem != NULL ? SIM_OK : SIM_ENOMEM;
 }
 
 void sim_trace_device_gone(sim_device* dev) {
-  sim_lock(&g.lock);
+  sim_mutex_lock(&g.lock);
   SIM_CHECK(dev->trace_mem->alive > 0);
   dev->trace_mem->alive--;
-  sim_unlock(&g.lock);
+  sim_mutex_unlock(&g.lock);
   dev->trace_mem = NULL;
 }
 
@@ -269,7 +269,7 @@ void sim_trace_fill(sim_work* w) {
 void sim_trace_item(sim_trace_ring* r, const sim_work_trace* t,
                     uint64_t start_ns, uint64_t end_ns, int status,
                     uint32_t flags) {
-  sim_lock(&r->lock);
+  sim_mutex_lock(&r->lock);
   sim_trace_rec* rec = ring_slot(r);
   if (rec != NULL)
     *rec = (sim_trace_rec){.id = t->id,
@@ -284,13 +284,13 @@ void sim_trace_item(sim_trace_ring* r, const sim_work_trace* t,
                            .enq_tid = t->enq_tid,
                            .status = status,
                            .flags = flags};
-  sim_unlock(&r->lock);
+  sim_mutex_unlock(&r->lock);
 }
 
 void sim_trace_mem_op(sim_device* dev, int op, const void* addr, uint64_t bytes,
                       uint64_t in_use, int32_t tid) {
   sim_trace_ring* r = dev->trace_mem;
-  sim_lock(&r->lock);
+  sim_mutex_lock(&r->lock);
   /* Under the ring's lock: two live devices with one ordinal share a ring
    * (each under its own arena lock), and its records stay in time order. */
   uint64_t ns = sim_now_ns();
@@ -302,7 +302,7 @@ void sim_trace_mem_op(sim_device* dev, int op, const void* addr, uint64_t bytes,
                          .in_use = in_use,
                          .tid = tid,
                          .op = op};
-  sim_unlock(&r->lock);
+  sim_mutex_unlock(&r->lock);
 }
 
 /* ---- consumers ------------------------------------------------------------
@@ -319,13 +319,13 @@ static void clear_rings(uint32_t cap) {
       ring_free(r);
       continue;
     }
-    sim_lock(&r->lock);
+    sim_mutex_lock(&r->lock);
     free(r->buf);
     r->buf = NULL;
     r->cap = r->head = r->count = 0;
     r->dropped = 0;
     r->max = cap;
-    sim_unlock(&r->lock);
+    sim_mutex_unlock(&r->lock);
     r->evicted = 0;
     pp = &r->next;
   }
@@ -335,7 +335,7 @@ static void clear_rings(uint32_t cap) {
 int sim_trace_start(uint32_t ring_records) {
   if (ring_records > SIM_TRACE_MAX_RECORDS) return SIM_EINVAL;
   uint32_t cap = ring_records ? ring_records : SIM_TRACE_DEFAULT_RECORDS;
-  sim_lock(&g.lock);
+  sim_mutex_lock(&g.lock);
   if (!g.hg_done) {
     SIM_HG_BENIGN(&sim_trace_flag, sizeof(sim_trace_flag));
     SIM_HG_BENIGN(&g_next_id, sizeof(g_next_id));
@@ -345,21 +345,21 @@ int sim_trace_start(uint32_t ring_records) {
   g.capacity = cap;
   g.consumers++;
   atomic_store_explicit(&sim_trace_flag, 1, memory_order_relaxed);
-  sim_unlock(&g.lock);
+  sim_mutex_unlock(&g.lock);
   return SIM_OK;
 }
 
 void sim_trace_stop(void) {
-  sim_lock(&g.lock);
+  sim_mutex_lock(&g.lock);
   if (g.consumers > 0 && --g.consumers == 0)
     atomic_store_explicit(&sim_trace_flag, 0, memory_order_relaxed);
-  sim_unlock(&g.lock);
+  sim_mutex_unlock(&g.lock);
 }
 
 int sim_trace_active(void) {
-  sim_lock(&g.lock);
+  sim_mutex_lock(&g.lock);
   int on = g.consumers > 0;
-  sim_unlock(&g.lock);
+  sim_mutex_unlock(&g.lock);
   return on;
 }
 
@@ -381,7 +381,7 @@ static int cmp_device(const void* a, const void* b) {
  * held. */
 static int copy_window(sim_trace_ring* r, uint64_t lo, uint64_t hi, void** out,
                        size_t* count, uint64_t* dropped) {
-  sim_lock(&r->lock);
+  sim_mutex_lock(&r->lock);
   size_t n = 0;
   for (uint32_t i = 0; i < r->count; i++) {
     const uint8_t* p = r->buf + (size_t)((r->head + i) % r->cap) * r->elem;
@@ -391,7 +391,7 @@ static int copy_window(sim_trace_ring* r, uint64_t lo, uint64_t hi, void** out,
   }
   uint8_t* dst = n ? malloc(n * r->elem) : NULL;
   if (n > 0 && dst == NULL) {
-    sim_unlock(&r->lock);
+    sim_mutex_unlock(&r->lock);
     return SIM_ENOMEM;
   }
   size_t k = 0;
@@ -402,7 +402,7 @@ static int copy_window(sim_trace_ring* r, uint64_t lo, uint64_t hi, void** out,
     if (t >= lo && t <= hi) memcpy(dst + (k++) * r->elem, p, r->elem);
   }
   *dropped = r->dropped;
-  sim_unlock(&r->lock);
+  sim_mutex_unlock(&r->lock);
   *out = dst;
   *count = n;
   return SIM_OK;
@@ -435,7 +435,7 @@ int sim_trace_snapshot_take(uint64_t begin_ns, uint64_t end_ns,
   snap->end_ns = end_ns ? end_ns : sim_now_ns();
   snap->realtime_offset_ns = realtime_offset();
   int err = SIM_OK;
-  sim_lock(&g.lock);
+  sim_mutex_lock(&g.lock);
   size_t ns = 0, nd = 0;
   for (sim_trace_ring* r = g.rings; r != NULL; r = r->next)
     r->is_mem ? nd++ : ns++;
@@ -464,7 +464,7 @@ int sim_trace_snapshot_take(uint64_t begin_ns, uint64_t end_ns,
                              .recs = recs};
     }
   }
-  sim_unlock(&g.lock);
+  sim_mutex_unlock(&g.lock);
   if (err != SIM_OK) {
     sim_trace_snapshot_free(snap);
     return err;
@@ -479,12 +479,12 @@ int sim_trace_snapshot_take(uint64_t begin_ns, uint64_t end_ns,
  */
 
 int sim_trace_reset(void) {
-  sim_lock(&g.lock);
+  sim_mutex_lock(&g.lock);
   int busy = g.consumers > 0;
   for (sim_trace_ring* r = g.rings; r != NULL && !busy; r = r->next)
     busy = r->alive;
   if (busy) {
-    sim_unlock(&g.lock);
+    sim_mutex_unlock(&g.lock);
     return SIM_EINVAL;
   }
   while (g.rings != NULL) {
@@ -495,7 +495,7 @@ int sim_trace_reset(void) {
   g.ndead = 0;
   g.deaths = 0;
   g.capacity = SIM_TRACE_DEFAULT_RECORDS;
-  sim_unlock(&g.lock);
+  sim_mutex_unlock(&g.lock);
   sim_trace_names_reset();
   return SIM_OK;
 }

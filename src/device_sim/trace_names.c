@@ -74,7 +74,7 @@ uint32_t sim_trace_intern(const char* s) {
   if (s == NULL) return 0;
   uint32_t id = 0;
   uint32_t h = hash(s);
-  sim_lock(&t.lock);
+  sim_mutex_lock(&t.lock);
   if (t.nslots == 0 && !grow_slots()) goto out;
   uint32_t at = find_slot(s, h);
   if (t.slots[at] != 0) {
@@ -104,15 +104,15 @@ uint32_t sim_trace_intern(const char* s) {
   }
   t.slots[find_slot(copy, h)] = id;
 out:
-  sim_unlock(&t.lock);
+  sim_mutex_unlock(&t.lock);
   return id;
 }
 
 const char* sim_trace_name(uint32_t id) {
   const char* s = "";
-  sim_lock(&t.lock);
+  sim_mutex_lock(&t.lock);
   if (id >= 1 && id <= t.n) s = t.strs[id - 1];
-  sim_unlock(&t.lock);
+  sim_mutex_unlock(&t.lock);
   return s;
 }
 
@@ -124,7 +124,7 @@ void sim_trace_names_thread(int32_t tid, const char* name) {
   if (name == NULL || name[0] == '\0') return;
   uint32_t id = sim_trace_intern(name);
   if (id == 0) return;
-  sim_lock(&t.lock);
+  sim_mutex_lock(&t.lock);
   uint32_t i = 0;
   while (i < t.nthreads && t.threads[i].tid != tid) i++;
   if (i == t.nthreads) {
@@ -141,20 +141,20 @@ void sim_trace_names_thread(int32_t tid, const char* name) {
   t.threads[i].tid = tid;
   t.threads[i].name = id;
 out:
-  sim_unlock(&t.lock);
+  sim_mutex_unlock(&t.lock);
 }
 
 const char* sim_trace_thread_name(int32_t tid) {
   const char* s = NULL;
-  sim_lock(&t.lock);
+  sim_mutex_lock(&t.lock);
   for (uint32_t i = 0; i < t.nthreads && s == NULL; i++)
     if (t.threads[i].tid == tid) s = t.strs[t.threads[i].name - 1];
-  sim_unlock(&t.lock);
+  sim_mutex_unlock(&t.lock);
   return s;
 }
 
 void sim_trace_names_reset(void) {
-  sim_lock(&t.lock);
+  sim_mutex_lock(&t.lock);
   free(t.threads);
   t.threads = NULL;
   t.nthreads = t.capthreads = 0;
@@ -165,5 +165,5 @@ void sim_trace_names_reset(void) {
   t.strs = NULL;
   t.slots = NULL;
   t.n = t.cap = t.nslots = 0;
-  sim_unlock(&t.lock);
+  sim_mutex_unlock(&t.lock);
 }

@@ -53,9 +53,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arith/ewprog.h"
 #include "graph/passes.h"
 #include "graph/sg.h"
-#include "arith/ewprog.h"
 #include "pbwire/pbwire.h"
 
 /* TF's DataType enum values for the dtypes the fused kernel has. */
@@ -427,28 +427,31 @@ typedef struct ew_emit {
   int nabsorbed;
 } ew_emit;
 
-static void put(ew_emit* e, const char* tok) {
+/* 0, or -1 with err set. Sizes are bounded by SA_EWPROG_MAX_OPS and the
+ * table's names, so an overflow is a broken invariant of packing
+ * (SG_EINTERNAL, the pass fails and TF keeps the graph), not bad input. */
+static int put(ew_emit* e, const char* tok, sg_err* err) {
   size_t k = strlen(tok);
-  /* Sizes are bounded by SA_EWPROG_MAX_OPS and the table's names; overflowing
-   * would be a broken invariant, not bad input. */
-  if (e->len + k + 2 > sizeof e->prog) {
-    fprintf(stderr, "%s:%d: elementwise program overflow\n", __FILE__,
-            __LINE__);
-    abort();
-  }
+  if (e->len + k + 2 > sizeof e->prog)
+    return sg_fail(err, SG_EINTERNAL,
+                   "elementwise: program of a packed tree overflows %zu "
+                   "bytes at '%s'",
+                   sizeof e->prog, tok);
   if (e->len) e->prog[e->len++] = ' ';
   memcpy(e->prog + e->len, tok, k + 1);
   e->len += k;
+  return 0;
 }
 
-/* Recursion depth is bounded by SA_EWPROG_MAX_OPS: the tree is packed. */
-static void emit(ew_pass* p, ew_emit* e, sg_node* n) {
+/* 0, or -1 with p->err set (put). Recursion depth is bounded by
+ * SA_EWPROG_MAX_OPS: the tree is packed. */
+static int emit(ew_pass* p, ew_emit* e, sg_node* n) {
   const ew_info* in = &p->info[n->index];
   for (int j = 0; j < in->arity; ++j) {
     sg_ref r = operand(p, n, j);
     if (p->info[r.node->index].parent == n->index) {
       e->absorbed[e->nabsorbed++] = r.node;
-      emit(p, e, r.node);
+      if (emit(p, e, r.node)) return -1;
       continue;
     }
     ew_leaf key = leaf_key(r.node->index, r.port);
@@ -457,9 +460,9 @@ static void emit(ew_pass* p, ew_emit* e, sg_node* n) {
     if (k == e->nleaves) e->leaves[e->nleaves++] = key;
     char tok[16];
     snprintf(tok, sizeof tok, "$%d", k);
-    put(e, tok);
+    if (put(e, tok, p->err)) return -1;
   }
-  put(e, n->op);
+  return put(e, n->op, p->err);
 }
 
 static bool has_input(const char** list, int n, const char* s) {
@@ -474,7 +477,7 @@ static int fuse(ew_pass* p, sg_node* root) {
   const char** inputs = NULL;
   int rc = -1;
   if (e == NULL) return sg_fail(p->err, SG_ENOMEM, "elementwise: no memory");
-  emit(p, e, root);
+  if (emit(p, e, root)) goto out;
 
   /* data inputs, then every control input of the tree, deduplicated */
   int cap = e->nleaves + root->ninputs;

@@ -9,8 +9,9 @@
  *   act: Relu, Relu6, Elu, LeakyRelu, Tanh, Sigmoid
  *
  * The fused ops are TF's (shape inference comes with them); simdev registers
- * SIMDEV kernels for them (src/kernels/fused*.c) that apply bias and
- * activation in the GEMM's output pass. The NodeDef this pass writes carries
+ * SIMDEV kernels for them (src/kernels/nn/conv.c, nn/depthwise.c,
+ * linalg/matmul.c, with kernels/framework/fused.h's epilogue) that apply
+ * bias and activation in the output pass. The NodeDef this pass writes carries
  * the attributes TF's grappler remapper writes for the same pattern (read in
  * TF's remapper.cc; the attribute set checked against the OpDefs of the
  * 2.21 wheel):
@@ -88,7 +89,6 @@ static enum contraction contraction_kind(const sg_node* n) {
   if (strcmp(n->op, "DepthwiseConv2dNative") == 0) return C_DEPTHWISE;
   return C_NONE;
 }
-
 
 /* n's only consumer is input 0 of `consumer`: one data use in all, no
  * control use. */
@@ -181,7 +181,8 @@ static bool match_from_bias(sg_graph* g, const sg_ctx* ctx, sg_node* b,
 
 static bool match_from_activation(sg_graph* g, const sg_ctx* ctx, sg_node* a,
                                   match* m) {
-  if (activation_of(a) == NULL || !sg_on_simdev(a) || sg_num_data_inputs(a) != 1)
+  if (activation_of(a) == NULL || !sg_on_simdev(a) ||
+      sg_num_data_inputs(a) != 1)
     return false;
   sg_ref r = sg_input(g, a, 0);
   if (r.node == NULL || r.node->removed || r.port != 0) return false;

@@ -106,9 +106,9 @@ static void release_locked(void) {
 
 static void profiler_start(const TP_Profiler* profiler, TF_Status* status) {
   (void)profiler;
-  pthread_mutex_lock(&g_lock);
+  sim_mutex_lock(&g_lock);
   if (g_state == SP_RUNNING) {
-    pthread_mutex_unlock(&g_lock);
+    sim_mutex_unlock(&g_lock);
     set_status(status, TF_FAILED_PRECONDITION,
                "start: a session is already running (stop and collect it "
                "first; TensorFlow runs one profiler session at a time)");
@@ -118,7 +118,7 @@ static void profiler_start(const TP_Profiler* profiler, TF_Status* status) {
   release_locked();
   int rc = sim_trace_start(atomic_load(&g_ring_records));
   if (rc != SIM_OK) {
-    pthread_mutex_unlock(&g_lock);
+    sim_mutex_unlock(&g_lock);
     set_status(status, code_of(rc), "start: cannot start recording (%s)",
                sim_strerror(rc));
     return;
@@ -127,15 +127,15 @@ static void profiler_start(const TP_Profiler* profiler, TF_Status* status) {
    * record (rings SIMDEV_TRACE keeps may hold older records). */
   g_begin_ns = sim_now_ns();
   g_state = SP_RUNNING;
-  pthread_mutex_unlock(&g_lock);
+  sim_mutex_unlock(&g_lock);
   TF_SetStatus(status, TF_OK, "");
 }
 
 static void profiler_stop(const TP_Profiler* profiler, TF_Status* status) {
   (void)profiler;
-  pthread_mutex_lock(&g_lock);
+  sim_mutex_lock(&g_lock);
   if (g_state != SP_RUNNING) {
-    pthread_mutex_unlock(&g_lock);
+    sim_mutex_unlock(&g_lock);
     set_status(status, TF_FAILED_PRECONDITION,
                "stop: no session is running (start was not called, or it "
                "failed)");
@@ -151,14 +151,14 @@ static void profiler_stop(const TP_Profiler* profiler, TF_Status* status) {
   sim_trace_stop(); /* whatever happened: every start has its stop */
   if (rc != SIM_OK) {
     g_state = SP_IDLE;
-    pthread_mutex_unlock(&g_lock);
+    sim_mutex_unlock(&g_lock);
     set_status(status, code_of(rc), "stop: cannot copy the records (%s)",
                sim_strerror(rc));
     return;
   }
   g_snap = snap;
   g_state = SP_STOPPED;
-  pthread_mutex_unlock(&g_lock);
+  sim_mutex_unlock(&g_lock);
   TF_SetStatus(status, TF_OK, "");
 }
 
@@ -189,21 +189,21 @@ static void profiler_collect_data_xspace(const TP_Profiler* profiler,
   size_t given = *size_in_bytes;
   /* TF reads the size even when we fail: never leave it unset. */
   *size_in_bytes = 0;
-  pthread_mutex_lock(&g_lock);
+  sim_mutex_lock(&g_lock);
   if (g_state != SP_STOPPED) {
     const char* why = g_state == SP_RUNNING
                           ? "the session is still running (stop it first)"
                           : "no stopped session to collect (start and stop "
                             "one first; each session's data is handed over "
                             "once)";
-    pthread_mutex_unlock(&g_lock);
+    sim_mutex_unlock(&g_lock);
     set_status(status, TF_FAILED_PRECONDITION, "collect_data_xspace: %s", why);
     return;
   }
   int rc = encode_locked();
   if (rc != SIM_OK) {
     release_locked();
-    pthread_mutex_unlock(&g_lock);
+    sim_mutex_unlock(&g_lock);
     set_status(status, code_of(rc),
                "collect_data_xspace: cannot encode the XSpace (%s)",
                sim_strerror(rc));
@@ -215,13 +215,13 @@ static void profiler_collect_data_xspace(const TP_Profiler* profiler,
     /* An empty XSpace serializes to 0 bytes, and on 0 TF makes no second
      * call: the session ends here. */
     if (len == 0) release_locked();
-    pthread_mutex_unlock(&g_lock);
+    sim_mutex_unlock(&g_lock);
     TF_SetStatus(status, TF_OK, "");
     return;
   }
   if (given < len) {
     /* Kept: a retry with a buffer of the right size still gets it. */
-    pthread_mutex_unlock(&g_lock);
+    sim_mutex_unlock(&g_lock);
     *size_in_bytes = len;
     set_status(status, TF_INVALID_ARGUMENT,
                "collect_data_xspace: a buffer of %zu bytes for an XSpace of "
@@ -232,7 +232,7 @@ static void profiler_collect_data_xspace(const TP_Profiler* profiler,
   memcpy(buffer, g_xspace, len);
   *size_in_bytes = len;
   release_locked();
-  pthread_mutex_unlock(&g_lock);
+  sim_mutex_unlock(&g_lock);
   TF_SetStatus(status, TF_OK, "");
 }
 

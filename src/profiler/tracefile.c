@@ -70,14 +70,14 @@ static int flush_locked(char* msg, size_t msg_len) {
 }
 
 static void flush_at_exit(void) {
-  pthread_mutex_lock(&g_lock);
+  sim_mutex_lock(&g_lock);
   if (g_started && getpid() == g_pid) {
     char msg[512];
     if (flush_locked(msg, sizeof(msg)) != SIM_OK)
       fprintf(stderr, "simdev: SIMDEV_TRACE: writing the trace failed: %s\n",
               msg);
   }
-  pthread_mutex_unlock(&g_lock);
+  sim_mutex_unlock(&g_lock);
 }
 
 /* path with "%p" replaced by the process id and "%%" by "%" (any other
@@ -111,7 +111,7 @@ int sp_tracefile_start(const char* path, uint32_t ring_records, char* msg,
     snprintf(msg, msg_len, "trace file: empty path");
     return SIM_EINVAL;
   }
-  pthread_mutex_lock(&g_lock);
+  sim_mutex_lock(&g_lock);
   int err = SIM_OK;
   if (g_started) {
     snprintf(msg, msg_len, "trace file: already started (%s)", g_path);
@@ -183,13 +183,13 @@ int sp_tracefile_start(const char* path, uint32_t ring_records, char* msg,
   g_pid = getpid();
   g_started = 1;
 out:
-  pthread_mutex_unlock(&g_lock);
+  sim_mutex_unlock(&g_lock);
   return err;
 }
 
 int sp_tracefile_flush(char* msg, size_t msg_len) {
   if (msg_len > 0) msg[0] = '\0';
-  pthread_mutex_lock(&g_lock);
+  sim_mutex_lock(&g_lock);
   int err;
   if (!g_started) {
     snprintf(msg, msg_len, "trace file: not started");
@@ -197,6 +197,6 @@ int sp_tracefile_flush(char* msg, size_t msg_len) {
   } else {
     err = flush_locked(msg, msg_len);
   }
-  pthread_mutex_unlock(&g_lock);
+  sim_mutex_unlock(&g_lock);
   return err;
 }

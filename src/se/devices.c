@@ -19,24 +19,24 @@ static sim_device* g_devices[SIM_MAX_DEVICES];
 
 void se_devices_add(int ordinal, sim_device* dev) {
   SIM_CHECK(ordinal >= 0 && ordinal < SIM_MAX_DEVICES);
-  pthread_mutex_lock(&g_devices_lock);
+  sim_mutex_lock(&g_devices_lock);
   g_devices[ordinal] = dev;
-  pthread_mutex_unlock(&g_devices_lock);
+  sim_mutex_unlock(&g_devices_lock);
 }
 
 void se_devices_remove(sim_device* dev) {
-  pthread_mutex_lock(&g_devices_lock);
+  sim_mutex_lock(&g_devices_lock);
   for (int i = 0; i < SIM_MAX_DEVICES; i++)
     if (g_devices[i] == dev) g_devices[i] = NULL;
-  pthread_mutex_unlock(&g_devices_lock);
+  sim_mutex_unlock(&g_devices_lock);
 }
 
 sim_device* se_owner_of(const void* p, uint64_t size) {
   sim_device* owner = NULL;
-  pthread_mutex_lock(&g_devices_lock);
+  sim_mutex_lock(&g_devices_lock);
   for (int i = 0; i < SIM_MAX_DEVICES && owner == NULL; i++)
     if (g_devices[i] && sim_mem_contains(g_devices[i], p, size))
       owner = g_devices[i];
-  pthread_mutex_unlock(&g_devices_lock);
+  sim_mutex_unlock(&g_devices_lock);
   return owner;
 }

@@ -195,6 +195,6 @@ void simdev_xla_legacy_matmul(void* out, const void** in, const char* opaque,
     report(opaque, opaque_len, "XLA passed no operand buffers");
     return;
   }
-  SIM_CHECK(pthread_once(&blas_once, sa_blas_init) == 0);
+  SIM_CHECK_PT(pthread_once(&blas_once, sa_blas_init));
   sa_gemm(dt, false, false, m, n, k, in[0], k, in[1], n, 0., out, n, NULL);
 }

@@ -65,13 +65,6 @@ static struct {
   uint64_t enqueued, completed, failed;
 } counts = {PTHREAD_MUTEX_INITIALIZER};
 
-static void lock(pthread_mutex_t* m) {
-  SIM_CHECK(pthread_mutex_lock(m) == 0);
-}
-static void unlock(pthread_mutex_t* m) {
-  SIM_CHECK(pthread_mutex_unlock(m) == 0);
-}
-
 /* ---- device and stream --------------------------------------------------- */
 
 /* Creates dev and stream if there are none. g.mu held. Returns a sim_err;
@@ -136,7 +129,7 @@ static int init_locked(char* msg, size_t len, bool* disabled) {
 static bool wait_not_stopping(void) {
   while (g.stopping) {
     if (g.draining != NULL && sim_stream_is_current(g.draining)) return false;
-    SIM_CHECK(pthread_cond_wait(&g.cv, &g.mu) == 0);
+    sim_cond_wait(&g.cv, &g.mu);
   }
   return true;
 }
@@ -149,12 +142,12 @@ int simdev_xla_init(char* msg, size_t len) {
   char buf[512];
   bool disabled;
   int rc = SIM_EINVAL;
-  lock(&g.mu);
+  sim_mutex_lock(&g.mu);
   if (wait_not_stopping())
     rc = init_locked(buf, sizeof(buf), &disabled);
   else
     snprintf(buf, sizeof(buf), "%s", draining_msg);
-  unlock(&g.mu);
+  sim_mutex_unlock(&g.mu);
   if (msg != NULL && len > 0) snprintf(msg, len, "%s", rc ? buf : "");
   return rc;
 }
@@ -176,9 +169,9 @@ static XLA_FFI_Error_Code acquire(const char* target, sim_device** dev,
                                   sim_stream** s, int* sync,
                                   uint32_t* trace_name, char* msg, size_t len) {
   bool disabled;
-  lock(&g.mu);
+  sim_mutex_lock(&g.mu);
   if (!wait_not_stopping()) {
-    unlock(&g.mu);
+    sim_mutex_unlock(&g.mu);
     snprintf(msg, len, "%s", draining_msg);
     return XLA_FFI_Error_Code_UNAVAILABLE;
   }
@@ -190,7 +183,7 @@ static XLA_FFI_Error_Code acquire(const char* target, sim_device** dev,
     *sync = g.sync;
     *trace_name = trace_name_locked(target);
   }
-  unlock(&g.mu);
+  sim_mutex_unlock(&g.mu);
   if (rc == SIM_OK) return XLA_FFI_Error_Code_OK;
   /* The call's arguments are fine; the process's settings are not. */
   if (disabled || rc == SIM_EINVAL)
@@ -200,34 +193,34 @@ static XLA_FFI_Error_Code acquire(const char* target, sim_device** dev,
 }
 
 static void release(void) {
-  lock(&g.mu);
-  if (--g.users == 0) SIM_CHECK(pthread_cond_broadcast(&g.cv) == 0);
-  unlock(&g.mu);
+  sim_mutex_lock(&g.mu);
+  if (--g.users == 0) sim_cond_broadcast(&g.cv);
+  sim_mutex_unlock(&g.mu);
 }
 
 int simdev_xla_shutdown(void) {
-  lock(&g.mu);
+  sim_mutex_lock(&g.mu);
   /* On the worker (an XLA continuation or host callback running there),
    * draining the stream would wait for this very thread. */
   if ((g.stream != NULL && sim_stream_is_current(g.stream)) ||
       (g.draining != NULL && sim_stream_is_current(g.draining))) {
-    unlock(&g.mu);
+    sim_mutex_unlock(&g.mu);
     return SIM_EINVAL;
   }
-  while (g.stopping) SIM_CHECK(pthread_cond_wait(&g.cv, &g.mu) == 0);
+  while (g.stopping) sim_cond_wait(&g.cv, &g.mu);
   g.stopping = 1;
   /* draining is set now, before waiting for the users: a handler called
    * meanwhile on the worker (by a continuation of a job the users queued)
    * must be refused at once, not wait for a shutdown that will wait for
    * the worker. Broadcast: such a handler may be waiting already. */
   g.draining = g.stream;
-  SIM_CHECK(pthread_cond_broadcast(&g.cv) == 0);
-  while (g.users > 0) SIM_CHECK(pthread_cond_wait(&g.cv, &g.mu) == 0);
+  sim_cond_broadcast(&g.cv);
+  while (g.users > 0) sim_cond_wait(&g.cv, &g.mu);
   sim_device* dev = g.dev;
   sim_stream* s = g.stream;
   g.dev = NULL;
   g.stream = NULL;
-  unlock(&g.mu);
+  sim_mutex_unlock(&g.mu);
   /* Without g.mu: the queued jobs run and their done callbacks complete
    * their futures, running XLA's continuations on the worker; handlers
    * those call fail at once (wait_not_stopping), so nothing is queued
@@ -235,26 +228,26 @@ int simdev_xla_shutdown(void) {
   /* Its status may be an error (an item failed by SIMDEV_FAULTS): the
    * jobs drained behind it got theirs already; the wait is what counts. */
   if (s != NULL) (void)sim_stream_synchronize(s);
-  lock(&g.mu);
+  sim_mutex_lock(&g.mu);
   g.draining = NULL;
-  unlock(&g.mu);
+  sim_mutex_unlock(&g.mu);
   /* s is idle now: destroying it joins its worker. */
   if (s != NULL) sim_stream_destroy(s);
   if (dev != NULL) sim_device_destroy(dev);
-  lock(&g.mu);
+  sim_mutex_lock(&g.mu);
   g.stopping = 0;
-  SIM_CHECK(pthread_cond_broadcast(&g.cv) == 0);
-  unlock(&g.mu);
+  sim_cond_broadcast(&g.cv);
+  sim_mutex_unlock(&g.mu);
   return SIM_OK;
 }
 
 void simdev_xla_counts(uint64_t* enqueued, uint64_t* completed,
                        uint64_t* failed) {
-  lock(&counts.mu);
+  sim_mutex_lock(&counts.mu);
   if (enqueued) *enqueued = counts.enqueued;
   if (completed) *completed = counts.completed;
   if (failed) *failed = counts.failed;
-  unlock(&counts.mu);
+  sim_mutex_unlock(&counts.mu);
 }
 
 /* ---- jobs ---------------------------------------------------------------- */
@@ -295,19 +288,19 @@ static void job_done(sim_work* w, int status) {
                                    : "",
              why[0] != '\0' ? why : sim_strerror(status));
   }
-  lock(&counts.mu);
+  sim_mutex_lock(&counts.mu);
   if (j->code == XLA_FFI_Error_Code_OK)
     counts.completed++;
   else
     counts.failed++;
-  unlock(&counts.mu);
+  sim_mutex_unlock(&counts.mu);
 
   if (j->wait != NULL) { /* the handler reads code and msg, then frees j */
     struct sx_wait* wt = j->wait;
-    lock(&wt->mu);
+    sim_mutex_lock(&wt->mu);
     wt->done = true;
-    SIM_CHECK(pthread_cond_signal(&wt->cv) == 0);
-    unlock(&wt->mu);
+    sim_cond_signal(&wt->cv);
+    sim_mutex_unlock(&wt->mu);
     return;
   }
   XLA_FFI_Error* err = NULL;
@@ -361,19 +354,19 @@ XLA_FFI_Error* sx_launch(const sx_call* c, sx_job* j) {
 
   if (sync) {
     struct sx_wait wt = {.done = false};
-    SIM_CHECK(pthread_mutex_init(&wt.mu, NULL) == 0);
-    SIM_CHECK(pthread_cond_init(&wt.cv, NULL) == 0);
+    sim_mutex_init(&wt.mu);
+    sim_cond_init(&wt.cv);
     j->wait = &wt;
-    lock(&counts.mu);
+    sim_mutex_lock(&counts.mu);
     counts.enqueued++;
-    unlock(&counts.mu);
+    sim_mutex_unlock(&counts.mu);
     SIM_CHECK(sim_stream_submit(s, &j->work) == SIM_OK);
     release();
-    lock(&wt.mu);
-    while (!wt.done) SIM_CHECK(pthread_cond_wait(&wt.cv, &wt.mu) == 0);
-    unlock(&wt.mu);
-    SIM_CHECK(pthread_cond_destroy(&wt.cv) == 0);
-    SIM_CHECK(pthread_mutex_destroy(&wt.mu) == 0);
+    sim_mutex_lock(&wt.mu);
+    while (!wt.done) sim_cond_wait(&wt.cv, &wt.mu);
+    sim_mutex_unlock(&wt.mu);
+    sim_cond_destroy(&wt.cv);
+    sim_mutex_destroy(&wt.mu);
     XLA_FFI_Error* e = NULL;
     if (j->code != XLA_FFI_Error_Code_OK)
       e = sx_error(c, j->code, "%s", j->msg);
@@ -396,9 +389,9 @@ XLA_FFI_Error* sx_launch(const sx_call* c, sx_job* j) {
   }
   j->future = fa.future;
   c->frame->future = fa.future;
-  lock(&counts.mu);
+  sim_mutex_lock(&counts.mu);
   counts.enqueued++;
-  unlock(&counts.mu);
+  sim_mutex_unlock(&counts.mu);
   /* Fails only for an incomplete item, which this is not. */
   SIM_CHECK(sim_stream_submit(s, &j->work) == SIM_OK);
   release();

@@ -1,9 +1,13 @@
 /*
- * test_config.c - sim_config_from_env and sim_strerror.
+ * test_config.c - sim_config_from_env, sim_strerror, and the checked
+ * pthread calls of sim.h (SIM_CHECK_PT, sim_mutex_trylock).
  *
  * Each test starts with every SIMDEV_* variable of kVars unset; the
  * teardown restores whatever the environment had before.
  */
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "testutil.h"
 
 static const char* const kVars[] = {
@@ -301,7 +305,8 @@ static void alloc_rule_turns_bfc_off(void** state) {
   assert_int_equal(sim_config_from_env(&cfg, msg, sizeof(msg)), SIM_OK);
   assert_int_equal(cfg.bfc, 1);
   assert_int_equal(cfg.bfc_off_for_faults, 0);
-  assert_int_equal(sim_faults_has("launch:nth=2,event:every=3", SIM_FAULT_EVENT), 1);
+  assert_int_equal(
+      sim_faults_has("launch:nth=2,event:every=3", SIM_FAULT_EVENT), 1);
   assert_int_equal(sim_faults_has("launch:nth=2", SIM_FAULT_ALLOC), 0);
   assert_int_equal(sim_faults_has("alloc:bogus=1", SIM_FAULT_ALLOC), 0);
   assert_int_equal(sim_faults_has(NULL, SIM_FAULT_ALLOC), 0);
@@ -350,6 +355,65 @@ static void strerror_all(void** state) {
   assert_non_null(sim_strerror(42));
 }
 
+/* The failing call: a mutex attribute of an invalid type (EINVAL: defined
+ * behaviour, and no lock that helgrind would see misused). */
+enum { kFailLine = __LINE__ + 2 }; /* the SIM_CHECK_PT line just below */
+static void fail_a_pthread_call(pthread_mutexattr_t* a) {
+  SIM_CHECK_PT(pthread_mutexattr_settype(a, -1));
+}
+
+/* SIM_CHECK_PT, behind sim_mutex_lock and the other wrappers: a failing
+ * pthread call aborts with the caller's file and line, the call and its
+ * error. In a forked child. */
+static void pthread_failure_names_caller(void** state) {
+  (void)state;
+  int fds[2];
+  assert_int_equal(pipe(fds), 0);
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    dup2(fds[1], STDERR_FILENO);
+    pthread_mutexattr_t a;
+    if (pthread_mutexattr_init(&a) != 0) _exit(3);
+    fail_a_pthread_call(&a);
+    _exit(0);
+  }
+  close(fds[1]);
+  char text[4096];
+  size_t n = 0;
+  ssize_t r;
+  while ((r = read(fds[0], text + n, sizeof(text) - 1 - n)) > 0) n += (size_t)r;
+  text[n] = '\0';
+  close(fds[0]);
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT)
+    fail_msg("the child did not abort (status %#x):\n%s", status, text);
+  char want[512];
+  snprintf(want, sizeof(want),
+           "simdev: %s:%d: invariant failed: pthread_mutexattr_settype(a, -1) "
+           "returned %d (%s)\n",
+           __FILE__, (int)kFailLine, EINVAL, strerror(EINVAL));
+  if (strstr(text, want) == NULL)
+    fail_msg("report lacks \"%s\":\n%s", want, text);
+}
+
+/* sim_mutex_trylock: 1 when it took the lock, 0 when the lock is held
+ * (EBUSY, here held by this very thread), and the lock usable after. */
+static void trylock_reports_busy(void** state) {
+  (void)state;
+  pthread_mutex_t m;
+  sim_mutex_init(&m);
+  assert_int_equal(sim_mutex_trylock(&m), 1);
+  assert_int_equal(sim_mutex_trylock(&m), 0);
+  sim_mutex_unlock(&m);
+  assert_int_equal(sim_mutex_trylock(&m), 1);
+  sim_mutex_unlock(&m);
+  sim_mutex_destroy(&m);
+}
+
 int main(int argc, char** argv) {
   tu_init(argc, argv);
   const struct CMUnitTest tests[] = {
@@ -369,6 +433,8 @@ int main(int argc, char** argv) {
                                       teardown),
       cmocka_unit_test_setup_teardown(null_cfg, setup, teardown),
       cmocka_unit_test_setup_teardown(strerror_all, setup, teardown),
+      cmocka_unit_test(pthread_failure_names_caller),
+      cmocka_unit_test(trylock_reports_busy),
   };
   return cmocka_run_group_tests_name("config", tests, NULL, NULL);
 }

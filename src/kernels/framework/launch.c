@@ -271,6 +271,18 @@ static int work_run(sim_work* w, char* msg, size_t msg_len) {
 
 /* ---- the TF entry point ------------------------------------------------ */
 
+/* A spin-wait hint for the watch loop below: tells the core (and its SMT
+ * sibling) that this thread is only polling. simdev builds on other CPUs
+ * than x86-64 (sim_internal.h), so each ISA gets its own instruction, and
+ * one without a known hint spins plainly. */
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
 /* On TF's thread, right after submitting: if the item runs within
  * LAUNCH_WATCH_NS, complete it here; otherwise hand it over to the worker. */
 static void watch_or_hand_over(sk_launch* l) {
@@ -281,7 +293,7 @@ static void watch_or_hand_over(sk_launch* l) {
         complete(l);
         return;
       }
-      __builtin_ia32_pause();
+      cpu_relax();
     }
   } while (sim_now_ns() < deadline);
   int expected = L_QUEUED;

@@ -27,7 +27,7 @@ struct sk_launch {
   /* Status for the TF calls of this launch, made once per launch. Calls stop
    * at the first failure, so it is only ever reused while it is OK. */
   TF_Status* st;
-  /* Who completes the launch (see finish_or_hand_over). */
+  /* Who completes the launch (see watch_or_hand_over, launch.c). */
   _Atomic int state;
 };
 

@@ -1,6 +1,7 @@
 /*
- * conv.c - Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter (float32,
- * float64, NHWC) as im2col + OpenBLAS gemm.
+ * conv.c - Conv2D and _FusedConv2D (float32, float64, NHWC) as im2col +
+ * OpenBLAS gemm, and the attributes and geometry the conv family shares
+ * (conv_backprop.c has Conv2DBackpropInput and Conv2DBackpropFilter).
  *
  * The arithmetic is src/arith's (arith/sa.h; its conv.c describes im2col,
  * the bounded chunks and why results are bit-identical run to run): these

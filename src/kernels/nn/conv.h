@@ -1,10 +1,10 @@
 /*
  * conv.h - what the two files of the conv kernel family share: conv.c
- * (attributes, geometry, im2col, Conv2D) and conv_backprop.c
+ * (attributes, geometry, Conv2D, _FusedConv2D) and conv_backprop.c
  * (Conv2DBackpropInput, Conv2DBackpropFilter), which uses conv.c's
  * machinery; conv.c needs nothing from it. Each registers its own ops (sk.h).
  * The design (im2col + gemm in bounded chunks) is described at the top of
- * conv.c. Not part of the sk_ framework.
+ * src/arith/conv.c. Not part of the sk_ framework.
  *
  * Thread contract: skc_create runs at kernel construction; skc_spatial and
  * skc_prepare on TF's thread (compute functions); sa_conv_fwd / _bp_input /
