@@ -1,7 +1,8 @@
 /*
  * fill_cast.c - the misc kernel family's metadata op Bitcast (the output
- * aliases the input buffer, nothing runs on the stream), fills (Fill, ZerosLike, OnesLike) and Cast; shape_ops.c holds the
- * ops that reorder or replicate data, with the helpers of array.h.
+ * aliases the input buffer, nothing runs on the stream), fills (Fill,
+ * ZerosLike, OnesLike) and Cast; shape_ops.c holds the ops that reorder or
+ * replicate data, with the helpers of array.h.
  *
  * Cast follows TF's CPU kernel bit for bit where TF is deterministic:
  *   - TF runs its CPU kernels with denormals flushed (MXCSR FTZ and DAZ on
@@ -160,7 +161,8 @@ static void fill_compute(sk_launch* l, void* state) {
     return;
   }
   sk_shape s;
-  if (sk_shape_from_tensor(l, dims, NULL, &s)) fill_launch(l, &s, sk_data(value), 0, "Fill");
+  if (sk_shape_from_tensor(l, dims, NULL, &s))
+    fill_launch(l, &s, sk_data(value), 0, "Fill");
 }
 
 /* The bits of one in each OnesLike type. */

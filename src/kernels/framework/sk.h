@@ -155,9 +155,9 @@ bool sk_attr_float(TF_OpKernelConstruction* c, const char* name, float* out);
 /* The sizes TF reports for an attribute (GetAttrSize): *list_size the
  * entries of a list (-1 for a single value), *total_size the bytes of a
  * string or of all strings of a string list (TF's header has the other
- * types). Either
- * pointer may be NULL. For a kernel that bounds a list or a string with its
- * own message before reading it (fused_ops, TArgs, a program). */
+ * types); either pointer may be NULL. For a kernel that bounds a list or a
+ * string with its own message before reading it (fused_ops, TArgs, a
+ * program). */
 bool sk_attr_size(TF_OpKernelConstruction* c, const char* name,
                   int32_t* list_size, int32_t* total_size);
 /* Copies a string attribute into buf (NUL-terminated). */

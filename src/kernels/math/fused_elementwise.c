@@ -1,9 +1,10 @@
 /*
- * fused_elementwise.c - the plugin-defined op `_SimdevFusedElementwise` (defined
- * here with TF_OpDefinitionBuilder, before its kernel is registered) and its
- * SIMDEV kernel, which runs an elementwise expression program (ewprog.h) in
- * one pass over memory. The graph optimizer's elementwise pass writes these
- * nodes; the op can also be run directly (eager execute) by its name.
+ * fused_elementwise.c - the plugin-defined op `_SimdevFusedElementwise`
+ * (defined here with TF_OpDefinitionBuilder, before its kernel is registered)
+ * and its SIMDEV kernel, which runs an elementwise expression program
+ * (ewprog.h) in one pass over memory. The graph optimizer's elementwise pass
+ * writes these nodes; the op can also be run directly (eager execute) by its
+ * name.
  *
  *   _SimdevFusedElementwise(x: N * T) -> y: T
  *     T: {float, double}; N: int >= 1 (<= 16); program: string

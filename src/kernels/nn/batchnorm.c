@@ -410,11 +410,10 @@ static void* create(TF_OpKernelConstruction* c, int version, bool grad) {
   st->version = version;
   char fmt[16];
   st->factor = 1.0f;
-  bool ok =
-      sk_attr_float(c, "epsilon", &st->eps) &&
-      (grad || sk_attr_float(c, "exponential_avg_factor", &st->factor)) &&
-      sk_attr_bool(c, "is_training", &st->training) &&
-      sk_attr_string(c, "data_format", fmt, sizeof(fmt));
+  bool ok = sk_attr_float(c, "epsilon", &st->eps) &&
+            (grad || sk_attr_float(c, "exponential_avg_factor", &st->factor)) &&
+            sk_attr_bool(c, "is_training", &st->training) &&
+            sk_attr_string(c, "data_format", fmt, sizeof(fmt));
   if (ok) {
     if (strcmp(fmt, "NCHW") == 0 || strcmp(fmt, "NCDHW") == 0) {
       st->cfirst = true;
