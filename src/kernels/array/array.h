@@ -1,11 +1,11 @@
 /*
- * array.h - what the files of the misc (data movement) kernel family share:
- * fill_cast.c (metadata-only ops, fills and Cast) defines ska_read_dims;
- * slice.c (Slice, StridedSlice and its gradient) defines the strided copy
- * engine that pad.c (Pad, MirrorPad) and split.c (Split,
- * SplitV, Unpack) also use; shape_ops.c (Transpose, Tile, ...), gather.c
- * and scatter.c use the fill_cast.c helpers. Each file registers its own ops
- * (sk.h). Not part of the sk_ framework.
+ * array.h - what the files of the array (data movement) kernel family share:
+ * their parallel grain, and the strided copy engine slice.c (Slice,
+ * StridedSlice and its gradient) defines and pad.c (Pad, MirrorPad) and
+ * split.c (Split, SplitV, Unpack) also use. A requested shape (Fill's dims,
+ * BroadcastTo's shape, ...) is read with the framework's
+ * sk_shape_from_tensor. Each file registers its own ops (sk.h). Not part of
+ * the sk_ framework.
  */
 #ifndef SIMDEV_KERNELS_ARRAY_H_
 #define SIMDEV_KERNELS_ARRAY_H_
@@ -13,11 +13,6 @@
 #include "kernels/framework/sk.h"
 
 #define SKA_GRAIN (1 << 15) /* elements per parallel chunk, roughly */
-
-/* fill_cast.c: a host vector of dimension sizes (Fill's dims, BroadcastTo's
- * shape) into *o: rank <= SK_MAX_DIMS, sizes >= 0, element count within
- * int64; fails the launch with TF's messages otherwise. */
-bool ska_read_dims(sk_launch* l, const TF_Tensor* t, sk_shape* o);
 
 /* slice.c: the strided copy engine. y[yoff + sum_k i_k * yst[k]] =
  * x[xoff + sum_k i_k * xst[k]] for every index i of the box d (element

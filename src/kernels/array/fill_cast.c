@@ -1,7 +1,8 @@
 /*
  * fill_cast.c - the misc kernel family's metadata op Bitcast (the output
- * aliases the input buffer, nothing runs on the stream), fills (Fill, ZerosLike, OnesLike) and Cast; shape_ops.c holds the
- * ops that reorder or replicate data, with the helpers of array.h.
+ * aliases the input buffer, nothing runs on the stream), fills (Fill,
+ * ZerosLike, OnesLike) and Cast; shape_ops.c holds the ops that reorder or
+ * replicate data, with the helpers of array.h.
  *
  * Cast follows TF's CPU kernel bit for bit where TF is deterministic:
  *   - TF runs its CPU kernels with denormals flushed (MXCSR FTZ and DAZ on
@@ -86,23 +87,6 @@ static void* bitcast_create(TF_OpKernelConstruction* c) {
   return sk_kernel_new(c, bitcast_compute, st, free);
 }
 
-/* ---- shared helpers, Fill, ZerosLike, OnesLike --------------------------- */
-
-bool ska_read_dims(sk_launch* l, const TF_Tensor* t, sk_shape* o) {
-  int64_t k = TF_TensorElementCount(t);
-  if (!sk_rank_ok(l, k, "the requested shape")) return false;
-  o->nd = (int)k;
-  for (int i = 0; i < o->nd; i++) {
-    o->d[i] = sk_index_at(t, i);
-    if (o->d[i] < 0) { /* TF's wording for a requested shape */
-      sk_fail(l, TF_INVALID_ARGUMENT, "Dimension %lld must be >= 0",
-              (long long)o->d[i]);
-      return false;
-    }
-  }
-  return sk_shape_count(l, o); /* the element count, checked */
-}
-
 /* ---- Fill, ZerosLike, OnesLike ------------------------------------------- */
 
 typedef struct fill_args {
@@ -177,7 +161,8 @@ static void fill_compute(sk_launch* l, void* state) {
     return;
   }
   sk_shape s;
-  if (ska_read_dims(l, dims, &s)) fill_launch(l, &s, sk_data(value), 0, "Fill");
+  if (sk_shape_from_tensor(l, dims, NULL, &s))
+    fill_launch(l, &s, sk_data(value), 0, "Fill");
 }
 
 /* The bits of one in each OnesLike type. */

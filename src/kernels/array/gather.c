@@ -179,12 +179,7 @@ static void gather_compute(sk_launch* l, void* state) {
 static void* gather_create(TF_OpKernelConstruction* c) {
   gather_state* gs = sk_state_new(c, sizeof(*gs));
   if (gs == NULL) return NULL;
-  TF_Status* st = TF_NewStatus();
-  TF_OpKernelConstruction_GetAttrInt64(c, "batch_dims", &gs->batch_dims, st);
-  bool ok = TF_GetCode(st) == TF_OK;
-  if (!ok) TF_OpKernelConstruction_Failure(c, st);
-  TF_DeleteStatus(st);
-  if (!ok) {
+  if (!sk_attr_int(c, "batch_dims", &gs->batch_dims)) {
     free(gs);
     return NULL;
   }
@@ -303,12 +298,7 @@ static void onehot_compute(sk_launch* l, void* state) {
 static void* onehot_create(TF_OpKernelConstruction* c) {
   onehot_state* hs = sk_state_new(c, sizeof(*hs));
   if (hs == NULL) return NULL;
-  TF_Status* st = TF_NewStatus();
-  TF_OpKernelConstruction_GetAttrInt64(c, "axis", &hs->axis, st);
-  bool ok = TF_GetCode(st) == TF_OK;
-  if (!ok) TF_OpKernelConstruction_Failure(c, st);
-  TF_DeleteStatus(st);
-  if (!ok) {
+  if (!sk_attr_int(c, "axis", &hs->axis)) {
     free(hs);
     return NULL;
   }

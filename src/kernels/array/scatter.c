@@ -166,7 +166,8 @@ static void scatter_nd_compute(sk_launch* l, void* state) {
   TF_Tensor* ut = sk_input(l, 1);
   TF_Tensor* st = sk_input(l, 2);
   sk_shape os;
-  if (it == NULL || ut == NULL || st == NULL || !ska_read_dims(l, st, &os))
+  if (it == NULL || ut == NULL || st == NULL ||
+      !sk_shape_from_tensor(l, st, NULL, &os))
     return;
   scatter_launch(l, NULL, it, ut, &os, true, "ScatterNd");
 }

@@ -329,18 +329,11 @@ static void broadcast_to_compute(sk_launch* l, void* state) {
   (void)state;
   TF_Tensor* x = sk_input(l, 0);
   TF_Tensor* shp = sk_input(l, 1);
-  sk_shape s, ss, o;
+  sk_shape s, o;
   char b[256], b2[256];
   if (x == NULL || shp == NULL || !sk_shape_of(l, x, &s) ||
-      !sk_shape_of(l, shp, &ss))
+      !sk_shape_from_tensor(l, shp, "shape", &o))
     return;
-  if (ss.nd != 1) {
-    sk_fail(l, TF_INVALID_ARGUMENT,
-            "shape must be a vector of {int32,int64}, got shape %s",
-            sk_shape_str(&ss, b, sizeof(b)));
-    return;
-  }
-  if (!ska_read_dims(l, shp, &o)) return;
   if (s.nd > o.nd) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "Rank of input (%d) must be no greater than rank of output shape "
@@ -498,12 +491,7 @@ out:
 static void* pack_create(TF_OpKernelConstruction* c) {
   pack_state* ps = sk_state_new(c, sizeof(*ps));
   if (ps == NULL) return NULL;
-  TF_Status* st = TF_NewStatus();
-  TF_OpKernelConstruction_GetAttrInt64(c, "axis", &ps->axis, st);
-  bool ok = TF_GetCode(st) == TF_OK;
-  if (!ok) TF_OpKernelConstruction_Failure(c, st);
-  TF_DeleteStatus(st);
-  if (!ok) {
+  if (!sk_attr_int(c, "axis", &ps->axis)) {
     free(ps);
     return NULL;
   }

@@ -396,7 +396,7 @@ static void strided_slice_grad_compute(sk_launch* l, void* state) {
             sk_shape_str(&ss, b1, sizeof(b1)));
     return;
   }
-  if (!ska_read_dims(l, shp, &os) ||
+  if (!sk_shape_from_tensor(l, shp, NULL, &os) ||
       !ss_plan_make(l, state, bt, et, tt, &os, &p))
     return;
   if (!sk_shape_eq(&dys, &p.final)) {
@@ -430,24 +430,14 @@ static void* slice_create(TF_OpKernelConstruction* c) {
   return sk_kernel_new(c, slice_compute, NULL, NULL);
 }
 
-static bool attr_i64(TF_OpKernelConstruction* c, const char* name,
-                     int64_t* out) {
-  TF_Status* st = TF_NewStatus();
-  TF_OpKernelConstruction_GetAttrInt64(c, name, out, st);
-  bool ok = TF_GetCode(st) == TF_OK;
-  if (!ok) TF_OpKernelConstruction_Failure(c, st);
-  TF_DeleteStatus(st);
-  return ok;
-}
-
 static void* ss_create_with(TF_OpKernelConstruction* c, sk_compute_fn fn) {
   ss_state* s = sk_state_new(c, sizeof(*s));
   if (s == NULL) return NULL;
-  if (!attr_i64(c, "begin_mask", &s->begin_mask) ||
-      !attr_i64(c, "end_mask", &s->end_mask) ||
-      !attr_i64(c, "ellipsis_mask", &s->ellipsis_mask) ||
-      !attr_i64(c, "new_axis_mask", &s->new_axis_mask) ||
-      !attr_i64(c, "shrink_axis_mask", &s->shrink_mask)) {
+  if (!sk_attr_int(c, "begin_mask", &s->begin_mask) ||
+      !sk_attr_int(c, "end_mask", &s->end_mask) ||
+      !sk_attr_int(c, "ellipsis_mask", &s->ellipsis_mask) ||
+      !sk_attr_int(c, "new_axis_mask", &s->new_axis_mask) ||
+      !sk_attr_int(c, "shrink_axis_mask", &s->shrink_mask)) {
     free(s);
     return NULL;
   }

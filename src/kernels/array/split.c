@@ -218,12 +218,7 @@ static void* split_v_create(TF_OpKernelConstruction* c) {
 static void* unpack_create(TF_OpKernelConstruction* c) {
   unpack_state* us = sk_state_new(c, sizeof(*us));
   if (us == NULL) return NULL;
-  TF_Status* st = TF_NewStatus();
-  TF_OpKernelConstruction_GetAttrInt64(c, "axis", &us->axis, st);
-  bool ok = TF_GetCode(st) == TF_OK;
-  if (!ok) TF_OpKernelConstruction_Failure(c, st);
-  TF_DeleteStatus(st);
-  if (!ok) {
+  if (!sk_attr_int(c, "axis", &us->axis)) {
     free(us);
     return NULL;
   }

@@ -69,12 +69,22 @@ bool sk_attr_float(TF_OpKernelConstruction* c, const char* name, float* out) {
   return attr_status(c, st);
 }
 
+bool sk_attr_size(TF_OpKernelConstruction* c, const char* name,
+                  int32_t* list_size, int32_t* total_size) {
+  TF_Status* st = TF_NewStatus();
+  int32_t n = 0, total = 0;
+  TF_OpKernelConstruction_GetAttrSize(c, name, &n, &total, st);
+  if (list_size != NULL) *list_size = n;
+  if (total_size != NULL) *total_size = total;
+  return attr_status(c, st);
+}
+
 bool sk_attr_string(TF_OpKernelConstruction* c, const char* name, char* buf,
                     size_t len) {
+  int32_t total = 0;
+  if (!sk_attr_size(c, name, NULL, &total)) return false;
   TF_Status* st = TF_NewStatus();
-  int32_t list_size = 0, total = 0;
-  TF_OpKernelConstruction_GetAttrSize(c, name, &list_size, &total, st);
-  if (TF_GetCode(st) == TF_OK && (total < 0 || (size_t)total >= len))
+  if (total < 0 || (size_t)total >= len)
     TF_SetStatus(st, TF_INVALID_ARGUMENT, "attribute string too long");
   if (TF_GetCode(st) == TF_OK) {
     TF_OpKernelConstruction_GetAttrString(c, name, buf, (size_t)total, st);
@@ -85,10 +95,10 @@ bool sk_attr_string(TF_OpKernelConstruction* c, const char* name, char* buf,
 
 bool sk_attr_ints(TF_OpKernelConstruction* c, const char* name, int64_t* out,
                   int max, int* count) {
+  int32_t list_size = 0;
+  if (!sk_attr_size(c, name, &list_size, NULL)) return false;
   TF_Status* st = TF_NewStatus();
-  int32_t list_size = 0, total = 0;
-  TF_OpKernelConstruction_GetAttrSize(c, name, &list_size, &total, st);
-  if (TF_GetCode(st) == TF_OK && (list_size < 0 || list_size > max))
+  if (list_size < 0 || list_size > max)
     TF_SetStatus(st, TF_INVALID_ARGUMENT, "attribute list too long");
   if (TF_GetCode(st) == TF_OK) {
     TF_OpKernelConstruction_GetAttrInt64List(c, name, out, list_size, st);

@@ -54,24 +54,23 @@ static bool is_op(const char* s, size_t n, const char* name) {
 /* Reads fused_ops into ops/lens (pointers into storage); *n its length. */
 static bool read_ops(TF_OpKernelConstruction* c, char** ops, size_t* lens,
                      char* storage, int* n) {
-  TF_Status* st = TF_NewStatus();
   int32_t size = 0, total = 0;
-  TF_OpKernelConstruction_GetAttrSize(c, "fused_ops", &size, &total, st);
-  if (TF_GetCode(st) == TF_OK && (size > SKF_MAX_OPS || total > SKF_STORAGE)) {
-    TF_DeleteStatus(st);
+  if (!sk_attr_size(c, "fused_ops", &size, &total)) return false;
+  if (size > SKF_MAX_OPS || total > SKF_STORAGE) {
     sk_construction_fail(c, TF_UNIMPLEMENTED,
                          "Fusion is not implemented: %d fused ops (SIMDEV "
                          "fuses [BiasAdd] or [BiasAdd,<activation>])",
                          (int)size);
     return false;
   }
-  if (TF_GetCode(st) == TF_OK && size > 0)
-    TF_OpKernelConstruction_GetAttrStringList(c, "fused_ops", ops, lens, size,
-                                              storage, SKF_STORAGE, st);
+  *n = size > 0 ? size : 0;
+  if (size <= 0) return true;
+  TF_Status* st = TF_NewStatus();
+  TF_OpKernelConstruction_GetAttrStringList(c, "fused_ops", ops, lens, size,
+                                            storage, SKF_STORAGE, st);
   bool ok = TF_GetCode(st) == TF_OK;
   if (!ok) TF_OpKernelConstruction_Failure(c, st);
   TF_DeleteStatus(st);
-  *n = size;
   return ok;
 }
 
@@ -106,22 +105,18 @@ bool skf_attrs_read(TF_OpKernelConstruction* c, const char* what,
         ops_str(ops, lens, n, shown, sizeof(shown)), what);
     return false;
   }
-  TF_Status* st = TF_NewStatus();
   int64_t num_args = 0;
-  TF_OpKernelConstruction_GetAttrInt64(c, "num_args", &num_args, st);
-  if (TF_GetCode(st) == TF_OK)
-    TF_OpKernelConstruction_GetAttrFloat(c, "leakyrelu_alpha", &out->alpha, st);
-  bool ok = TF_GetCode(st) == TF_OK;
-  if (!ok) TF_OpKernelConstruction_Failure(c, st);
-  TF_DeleteStatus(st);
-  if (ok && num_args != 1) {
+  if (!sk_attr_int(c, "num_args", &num_args) ||
+      !sk_attr_float(c, "leakyrelu_alpha", &out->alpha))
+    return false;
+  if (num_args != 1) {
     sk_construction_fail(c, TF_INVALID_ARGUMENT,
                          "Fused %s with BiasAdd must have one extra argument: "
                          "bias (SIMDEV got num_args = %lld)",
                          what, (long long)num_args);
-    ok = false;
+    return false;
   }
-  return ok;
+  return true;
 }
 
 bool skf_bias(sk_launch* l, int input, int64_t channels, const sk_shape* out,

@@ -34,6 +34,33 @@ bool sk_shape_of(sk_launch* l, const TF_Tensor* t, sk_shape* out) {
   return true;
 }
 
+bool sk_shape_from_tensor(sk_launch* l, const TF_Tensor* t, const char* what,
+                          sk_shape* o) {
+  int64_t k = TF_TensorElementCount(t);
+  if (what != NULL) {
+    sk_shape ts;
+    char b[SK_MAX_DIMS * 24 + 8];
+    if (!sk_shape_of(l, t, &ts)) return false;
+    if (ts.nd != 1) {
+      sk_fail(l, TF_INVALID_ARGUMENT,
+              "%s must be a vector of {int32,int64}, got shape %s", what,
+              sk_shape_str(&ts, b, sizeof(b)));
+      return false;
+    }
+  }
+  if (!sk_rank_ok(l, k, "the requested shape")) return false;
+  o->nd = (int)k;
+  for (int i = 0; i < o->nd; i++) {
+    o->d[i] = sk_index_at(t, i);
+    if (o->d[i] < 0) { /* TF's wording for a requested shape */
+      sk_fail(l, TF_INVALID_ARGUMENT, "Dimension %lld must be >= 0",
+              (long long)o->d[i]);
+      return false;
+    }
+  }
+  return sk_shape_count(l, o); /* TF's wording for too many elements */
+}
+
 const char* sk_shape_str(const sk_shape* s, char* buf, size_t len) {
   return sa_dims_str(s->d, s->nd, buf, len);
 }

@@ -79,6 +79,16 @@ bool sk_shape_of(sk_launch* l, const TF_Tensor* t, sk_shape* out);
  * exceeds SK_MAX_DIMS. sk_shape_of uses it for every input; kernels call it
  * for ranks they make (Bitcast, Pack, a requested shape). what may be NULL. */
 bool sk_rank_ok(sk_launch* l, int64_t rank, const char* what);
+/* A requested shape: the dims held by t, a host int32 or int64 tensor
+ * (Fill's dims, BroadcastTo's and the random ops' shape, ...), as TF's
+ * TensorShapeUtils::MakeShape builds it: rank <= SK_MAX_DIMS, every dim
+ * >= 0 ("Dimension -1 must be >= 0"), the element count checked
+ * (sk_shape_count). what == NULL reads every element of t whatever its
+ * rank (the caller checks that, with its op's message); otherwise t must be
+ * a vector, named `what` in TF's message ("shape must be a vector of
+ * {int32,int64}, got shape [2,2]"). False after failing the launch. */
+bool sk_shape_from_tensor(sk_launch* l, const TF_Tensor* t, const char* what,
+                          sk_shape* o);
 /* "[2,3,4]" into buf; returns buf. */
 const char* sk_shape_str(const sk_shape* s, char* buf, size_t len);
 bool sk_shape_eq(const sk_shape* a, const sk_shape* b);
@@ -142,6 +152,14 @@ bool sk_attr_bool(TF_OpKernelConstruction* c, const char* name, bool* out);
 /* An `int` attribute (TF stores every int attribute as int64). */
 bool sk_attr_int(TF_OpKernelConstruction* c, const char* name, int64_t* out);
 bool sk_attr_float(TF_OpKernelConstruction* c, const char* name, float* out);
+/* The sizes TF reports for an attribute (GetAttrSize): *list_size the
+ * entries of a list (-1 for a single value), *total_size the bytes of a
+ * string or of all strings of a string list (TF's header has the other
+ * types); either pointer may be NULL. For a kernel that bounds a list or a
+ * string with its own message before reading it (fused_ops, TArgs, a
+ * program). */
+bool sk_attr_size(TF_OpKernelConstruction* c, const char* name,
+                  int32_t* list_size, int32_t* total_size);
 /* Copies a string attribute into buf (NUL-terminated). */
 bool sk_attr_string(TF_OpKernelConstruction* c, const char* name, char* buf,
                     size_t len);

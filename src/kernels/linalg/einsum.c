@@ -151,16 +151,16 @@ static int find(const char* s, int n, char c) {
   return -1;
 }
 
-/* The transpose taking an operand with labels `src` (dims sd) to the label
- * order `order` (all n labels of src). */
+/* The transpose taking an operand with labels `src` (dims sd, `count`
+ * elements: the count of a checked shape, as sd's own product in another
+ * order need not be computable: arith/dims.h) to the label order `order`
+ * (all n labels of src). */
 static void plan_perm(ein_perm* p, const char* src, const int64_t* sd, int n,
-                      const char* order) {
+                      int64_t count, const char* order) {
   int64_t st[EIN_MAX];
-  int64_t s = 1;
   sa_dims_strides(sd, n, st); /* sd: an operand's or the output's dims */
-  for (int i = 0; i < n; i++) s *= sd[i];
   p->nd = n;
-  p->n = s;
+  p->n = count;
   p->identity = true;
   for (int i = 0; i < n; i++) {
     int j = find(src, n, order[i]);
@@ -211,8 +211,7 @@ static void ein_compute(sk_launch* l, void* state) {
     }
   }
   sk_shape cs = {st->nc, {0}, 1};
-  for (int i = 0; i < st->nc; i++)
-    cs.d[i] = label_dim(st, &as, &bs, st->lc[i]);
+  for (int i = 0; i < st->nc; i++) cs.d[i] = label_dim(st, &as, &bs, st->lc[i]);
   if (!sk_shape_count(l, &cs)) return;
   /* Products of dims of valid shapes, but not necessarily of leading ones
    * (an empty operand's need not fit int64): an overflow counts as too
@@ -259,12 +258,12 @@ static void ein_compute(sk_launch* l, void* state) {
   memcpy(oc + p, st->bat, st->nbat), p += st->nbat;
   memcpy(oc + p, st->m, st->nm), p += st->nm;
   memcpy(oc + p, st->n, st->nn);
-  plan_perm(&a->pa, st->la, as.d, st->na, oa);
-  plan_perm(&a->pb, st->lb, bs.d, st->nb, ob);
+  plan_perm(&a->pa, st->la, as.d, st->na, as.n, oa);
+  plan_perm(&a->pb, st->lb, bs.d, st->nb, bs.n, ob);
   /* pc: from the gemm's [batch, m, n] order to C's */
   int64_t gd[EIN_MAX];
   for (int i = 0; i < st->nc; i++) gd[i] = label_dim(st, &as, &bs, oc[i]);
-  plan_perm(&a->pc, oc, gd, st->nc, st->lc);
+  plan_perm(&a->pc, oc, gd, st->nc, cs.n, st->lc);
   size_t es = a->es;
   if (!a->pa.identity && a->pa.n > 0) a->ta = sk_temp_n(l, a->pa.n, es);
   if (!a->pb.identity && a->pb.n > 0) a->tb = sk_temp_n(l, a->pb.n, es);

@@ -103,12 +103,7 @@ static void* leaky_create(TF_OpKernelConstruction* c, bool grad) {
   leaky_state* st = sk_state_new(c, sizeof(*st));
   if (st == NULL) return NULL;
   st->grad = grad;
-  TF_Status* status = TF_NewStatus();
-  TF_OpKernelConstruction_GetAttrFloat(c, "alpha", &st->alpha, status);
-  const bool ok = TF_GetCode(status) == TF_OK;
-  if (!ok) TF_OpKernelConstruction_Failure(c, status);
-  TF_DeleteStatus(status);
-  if (!ok) {
+  if (!sk_attr_float(c, "alpha", &st->alpha)) {
     free(st);
     return NULL;
   }

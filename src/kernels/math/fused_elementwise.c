@@ -1,9 +1,10 @@
 /*
- * fused_elementwise.c - the plugin-defined op `_SimdevFusedElementwise` (defined
- * here with TF_OpDefinitionBuilder, before its kernel is registered) and its
- * SIMDEV kernel, which runs an elementwise expression program (ewprog.h) in
- * one pass over memory. The graph optimizer's elementwise pass writes these
- * nodes; the op can also be run directly (eager execute) by its name.
+ * fused_elementwise.c - the plugin-defined op `_SimdevFusedElementwise`
+ * (defined here with TF_OpDefinitionBuilder, before its kernel is registered)
+ * and its SIMDEV kernel, which runs an elementwise expression program
+ * (ewprog.h) in one pass over memory. The graph optimizer's elementwise pass
+ * writes these nodes; the op can also be run directly (eager execute) by its
+ * name.
  *
  *   _SimdevFusedElementwise(x: N * T) -> y: T
  *     T: {float, double}; N: int >= 1 (<= 16); program: string
@@ -134,17 +135,18 @@ static void ew_compute(sk_launch* l, void* state) {
 }
 
 static void* ew_create(TF_OpKernelConstruction* c) {
-  TF_Status* st = TF_NewStatus();
-  int32_t n = 0, list_size = 0, total = 0;
-  TF_OpKernelConstruction_GetAttrInt32(c, "N", &n, st);
-  if (TF_GetCode(st) == TF_OK)
-    TF_OpKernelConstruction_GetAttrSize(c, "program", &list_size, &total, st);
-  if (TF_GetCode(st) != TF_OK) {
-    TF_OpKernelConstruction_Failure(c, st);
-    TF_DeleteStatus(st);
+  int64_t n = 0;
+  int32_t total = 0;
+  if (!sk_attr_int(c, "N", &n)) return NULL;
+  /* TF's GetAttr of an int32 reads the int64 and refuses a value outside
+   * int32 with this message; the op's N <= 16 rule is the parser's. */
+  if (n < INT32_MIN || n > INT32_MAX) {
+    sk_construction_fail(c, TF_INVALID_ARGUMENT,
+                         "Attr N has value %lld out of range for an int32",
+                         (long long)n);
     return NULL;
   }
-  TF_DeleteStatus(st);
+  if (!sk_attr_size(c, "program", NULL, &total)) return NULL;
   if (total < 0 || total > SA_EWPROG_MAX_LEN) {
     sk_construction_fail(c, TF_INVALID_ARGUMENT,
                          EW_OP
@@ -163,7 +165,7 @@ static void* ew_create(TF_OpKernelConstruction* c) {
   ew_state* s = sk_state_new(c, sizeof(*s));
   if (s == NULL) return NULL;
   char err[300];
-  if (!sa_ewprog_parse(program, n, &s->prog, err, sizeof(err))) {
+  if (!sa_ewprog_parse(program, (int)n, &s->prog, err, sizeof(err))) {
     sk_construction_fail(c, TF_INVALID_ARGUMENT,
                          EW_OP ": bad program \"%.120s%s\": %s", program,
                          total > 120 ? "..." : "", err);

@@ -409,18 +409,11 @@ static void* create(TF_OpKernelConstruction* c, int version, bool grad) {
   if (st == NULL) return NULL;
   st->version = version;
   char fmt[16];
-  TF_Status* status = TF_NewStatus();
-  TF_OpKernelConstruction_GetAttrFloat(c, "epsilon", &st->eps, status);
   st->factor = 1.0f;
-  if (TF_GetCode(status) == TF_OK && !grad)
-    TF_OpKernelConstruction_GetAttrFloat(c, "exponential_avg_factor",
-                                         &st->factor, status);
-  bool ok = TF_GetCode(status) == TF_OK;
-  if (!ok)
-    sk_construction_fail(c, TF_GetCode(status), "%s", TF_Message(status));
-  TF_DeleteStatus(status);
-  ok = ok && sk_attr_bool(c, "is_training", &st->training) &&
-       sk_attr_string(c, "data_format", fmt, sizeof(fmt));
+  bool ok = sk_attr_float(c, "epsilon", &st->eps) &&
+            (grad || sk_attr_float(c, "exponential_avg_factor", &st->factor)) &&
+            sk_attr_bool(c, "is_training", &st->training) &&
+            sk_attr_string(c, "data_format", fmt, sizeof(fmt));
   if (ok) {
     if (strcmp(fmt, "NCHW") == 0 || strcmp(fmt, "NCDHW") == 0) {
       st->cfirst = true;

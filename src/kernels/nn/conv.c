@@ -271,23 +271,23 @@ bool skc_padding_attrs(TF_OpKernelConstruction* c, skc_attrs* at) {
  * fusions), the filter layout. NHWC only, as TF CPU's fused kernel. */
 static bool fused_attrs(TF_OpKernelConstruction* c, skc_attrs* at) {
   if (!skf_attrs_read(c, "Conv2D", &at->fx)) return false;
-  TF_Status* st = TF_NewStatus();
   TF_DataType t = 0, targs[8] = {0};
   int64_t nhost = 0;
-  int32_t nargs = 0, total = 0;
+  int32_t nargs = 0;
   char ff[16] = "";
-  TF_OpKernelConstruction_GetAttrType(c, "T", &t, st);
-  if (TF_GetCode(st) == TF_OK)
-    TF_OpKernelConstruction_GetAttrSize(c, "TArgs", &nargs, &total, st);
-  if (TF_GetCode(st) == TF_OK && nargs >= 1 && nargs <= 8)
+  if (!sk_attr_type(c, "T", &t) || !sk_attr_size(c, "TArgs", &nargs, NULL))
+    return false;
+  if (nargs >= 1 && nargs <= 8) { /* more: refused below by count */
+    TF_Status* st = TF_NewStatus();
     TF_OpKernelConstruction_GetAttrTypeList(c, "TArgs", targs, nargs, st);
-  if (TF_GetCode(st) == TF_OK)
-    TF_OpKernelConstruction_GetAttrInt64(c, "num_host_args", &nhost, st);
-  bool ok = TF_GetCode(st) == TF_OK;
-  if (!ok) TF_OpKernelConstruction_Failure(c, st);
-  TF_DeleteStatus(st);
-  ok = ok && sk_attr_string(c, "filter_format", ff, sizeof(ff));
-  if (!ok) return false;
+    bool ok = TF_GetCode(st) == TF_OK;
+    if (!ok) TF_OpKernelConstruction_Failure(c, st);
+    TF_DeleteStatus(st);
+    if (!ok) return false;
+  }
+  if (!sk_attr_int(c, "num_host_args", &nhost) ||
+      !sk_attr_string(c, "filter_format", ff, sizeof(ff)))
+    return false;
   if (nargs != 1 || targs[0] != t) {
     char got[64];
     if (nargs != 1)

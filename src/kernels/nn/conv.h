@@ -1,10 +1,12 @@
 /*
- * conv.h - what the two files of the conv kernel family share: conv.c
- * (attributes, geometry, Conv2D, _FusedConv2D) and conv_backprop.c
+ * conv.h - what the convolution files of the nn family share: conv.c
+ * (attributes, geometry, Conv2D, _FusedConv2D), conv_backprop.c
  * (Conv2DBackpropInput, Conv2DBackpropFilter), which uses conv.c's
- * machinery; conv.c needs nothing from it. Each registers its own ops (sk.h).
- * The design (im2col + gemm in bounded chunks) is described at the top of
- * src/arith/conv.c. Not part of the sk_ framework.
+ * machinery, and depthwise.c (the depthwise convolutions), which uses the
+ * attributes, geometry and backprop checks of both; conv.c needs nothing
+ * from the others. Each registers its own ops (sk.h). The design (im2col +
+ * gemm in bounded chunks) is described at the top of src/arith/conv.c. Not
+ * part of the sk_ framework.
  *
  * Thread contract: skc_create runs at kernel construction; skc_spatial and
  * skc_prepare on TF's thread (compute functions); sa_conv_fwd / _bp_input /
@@ -46,5 +48,15 @@ bool skc_spatial(sk_launch* l, const skc_attrs* at, sa_conv_geom* g);
  * with the im2col scratch allocated as a temporary of the launch. NULL
  * after a failure (a convolution too large for BLAS: InvalidArgument). */
 sa_conv* skc_prepare(sk_launch* l, const sa_conv_geom* g, TF_DataType dt);
+
+/* ---- conv_backprop.c ---- */
+
+/* The first check TF's CPU backprops (Conv2DCustomBackprop*,
+ * DepthwiseConv2DBackprop*) make of their operands, shared by
+ * conv_backprop.c and depthwise.c: input, filter and out_backprop (one of
+ * them read from the sizes input) all of rank 4; else InvalidArgument
+ * "<who>: <operand> must be 4-dimensional" (who: the CPU kernel's name). */
+bool skc_bp_ranks(sk_launch* l, const char* who, const sk_shape* x,
+                  const sk_shape* f, const sk_shape* dy);
 
 #endif /* SIMDEV_KERNELS_CONV_H_ */

@@ -42,9 +42,10 @@ static void bp_filter_run(sk_launch* l, void* args) {
 
 /* ---- validation and launch (TF thread) ---------------------------------- */
 
-/* Reads the int32 host-memory size input `i` (input_sizes / filter_sizes). */
-static bool read_sizes(sk_launch* l, int i, const char* what, int64_t* v,
-                       int* count) {
+/* Reads the int32 host-memory size input `i` (input_sizes / filter_sizes)
+ * into *v: 4 dims, or input_sizes' [rows, cols]; counted (TF CPU's first
+ * check of input_sizes). */
+static bool read_sizes(sk_launch* l, int i, const char* what, sk_shape* v) {
   TF_Tensor* t = sk_input(l, i);
   sk_shape s;
   if (t == NULL || !sk_shape_of(l, t, &s)) return false;
@@ -65,15 +66,20 @@ static bool read_sizes(sk_launch* l, int i, const char* what, int64_t* v,
             (long long)s.d[0]);
     return false;
   }
-  const int32_t* d = sk_data(t);
-  for (int64_t j = 0; j < s.d[0]; j++) {
-    if (d[j] < 0) {
-      sk_fail(l, TF_INVALID_ARGUMENT, "Dimension %d must be >= 0", d[j]);
+  return sk_shape_from_tensor(l, t, NULL, v);
+}
+
+bool skc_bp_ranks(sk_launch* l, const char* who, const sk_shape* x,
+                  const sk_shape* f, const sk_shape* dy) {
+  const char* names[3] = {"input", "filter", "out_backprop"};
+  const sk_shape* all[3] = {x, f, dy};
+  for (int i = 0; i < 3; i++) {
+    if (all[i]->nd != 4) {
+      sk_fail(l, TF_INVALID_ARGUMENT, "%s: %s must be 4-dimensional", who,
+              names[i]);
       return false;
     }
-    v[j] = d[j];
   }
-  *count = (int)s.d[0];
   return true;
 }
 
@@ -83,15 +89,7 @@ static bool bp_geometry(sk_launch* l, const skc_attrs* at, const sk_shape* xs,
                         const sk_shape* fs, const sk_shape* ys,
                         sa_conv_geom* g) {
   const char* who = kCpuNames[at->op];
-  const char* names[3] = {"input", "filter", "out_backprop"};
-  const sk_shape* all[3] = {xs, fs, ys};
-  for (int i = 0; i < 3; i++) {
-    if (all[i]->nd != 4) {
-      sk_fail(l, TF_INVALID_ARGUMENT, "%s: %s must be 4-dimensional", who,
-              names[i]);
-      return false;
-    }
-  }
+  if (!skc_bp_ranks(l, who, xs, fs, ys)) return false;
   *g = (sa_conv_geom){.n = xs->d[0],
                       .h = xs->d[1],
                       .w = xs->d[2],
@@ -145,26 +143,24 @@ static bool bp_geometry(sk_launch* l, const skc_attrs* at, const sk_shape* xs,
 
 static void bp_input_compute(sk_launch* l, void* state) {
   const skc_attrs* at = state;
-  int64_t v[4];
-  int count = 0;
-  if (!read_sizes(l, 0, "input_sizes", v, &count)) return;
+  sk_shape xs;
+  if (!read_sizes(l, 0, "input_sizes", &xs)) return;
   TF_Tensor* f = sk_input(l, 1);
   TF_Tensor* dy = sk_input(l, 2);
   sk_shape fs, ys;
   if (f == NULL || dy == NULL || !sk_shape_of(l, f, &fs) ||
       !sk_shape_of(l, dy, &ys))
     return;
-  sk_shape xs = {4, {v[0], v[1], v[2], v[3]}, 0};
-  if (count == 2) { /* [rows, cols]: batch from dy, depth from the filter */
+  if (xs.nd == 2) { /* [rows, cols]: batch from dy, depth from the filter */
     if (ys.nd != 4 || fs.nd != 4) {
       sk_fail(l, TF_INVALID_ARGUMENT,
               "%s: filter and out_backprop must be 4-dimensional",
               kCpuNames[SKC_BP_INPUT]);
       return;
     }
-    xs = (sk_shape){4, {ys.d[0], v[0], v[1], fs.d[2]}, 0};
+    xs = (sk_shape){4, {ys.d[0], xs.d[0], xs.d[1], fs.d[2]}, 0};
+    if (!sk_shape_count(l, &xs)) return;
   }
-  if (!sk_shape_count(l, &xs)) return; /* input_sizes: TF CPU's first check */
   sa_conv_geom g;
   if (!bp_geometry(l, at, &xs, &fs, &ys, &g)) return;
   TF_Tensor* dx = sk_output(l, 0, &xs);
@@ -179,15 +175,12 @@ static void bp_input_compute(sk_launch* l, void* state) {
 
 static void bp_filter_compute(sk_launch* l, void* state) {
   const skc_attrs* at = state;
-  int64_t v[4];
-  int count = 0;
   TF_Tensor* x = sk_input(l, 0);
-  if (x == NULL || !read_sizes(l, 1, "filter_sizes", v, &count)) return;
+  sk_shape fs;
+  if (x == NULL || !read_sizes(l, 1, "filter_sizes", &fs)) return;
   TF_Tensor* dy = sk_input(l, 2);
   sk_shape xs, ys;
   if (dy == NULL || !sk_shape_of(l, x, &xs) || !sk_shape_of(l, dy, &ys)) return;
-  sk_shape fs = {4, {v[0], v[1], v[2], v[3]}, 0};
-  if (!sk_shape_count(l, &fs)) return; /* filter_sizes: TF CPU's first check */
   sa_conv_geom g;
   if (!bp_geometry(l, at, &xs, &fs, &ys, &g)) return;
   TF_Tensor* df = sk_output(l, 0, &fs);

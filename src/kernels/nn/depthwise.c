@@ -342,8 +342,8 @@ static void fwd_compute(sk_launch* l, void* state) {
 }
 
 /* Reads the 4 sizes of host-memory int32 input i (input_sizes or
- * filter_sizes) as TF's CPU kernels check them. */
-static bool read_sizes(sk_launch* l, int i, enum dw_op op, int64_t v[4]) {
+ * filter_sizes) into *v as TF's CPU kernels check them, counted. */
+static bool read_sizes(sk_launch* l, int i, enum dw_op op, sk_shape* v) {
   TF_Tensor* t = sk_input(l, i);
   sk_shape s;
   if (t == NULL || !sk_shape_of(l, t, &s)) return false;
@@ -354,15 +354,16 @@ static bool read_sizes(sk_launch* l, int i, enum dw_op op, int64_t v[4]) {
     return false;
   }
   const int32_t* d = sk_data(t);
+  v->nd = 4;
   for (int j = 0; j < 4; j++) {
     if (d[j] < 0) {
       sk_fail(l, TF_INVALID_ARGUMENT, "Dimension %d of %s_sizes must be >= 0",
               j, what);
       return false;
     }
-    v[j] = d[j];
+    v->d[j] = d[j];
   }
-  return true;
+  return sk_shape_count(l, v);
 }
 
 /* Checks input / filter / out_backprop shapes against each other as TF's
@@ -371,15 +372,7 @@ static bool bp_geometry(sk_launch* l, const dw_state* st, const sk_shape* xs,
                         const sk_shape* fs, const sk_shape* ys,
                         sa_conv_geom* g) {
   const char* who = kCpuNames[st->op];
-  const char* names[3] = {"input", "filter", "out_backprop"};
-  const sk_shape* all[3] = {xs, fs, ys};
-  for (int i = 0; i < 3; i++) {
-    if (all[i]->nd != 4) {
-      sk_fail(l, TF_INVALID_ARGUMENT, "%s: %s must be 4-dimensional", who,
-              names[i]);
-      return false;
-    }
-  }
+  if (!skc_bp_ranks(l, who, xs, fs, ys)) return false;
   int64_t xd[4], yd[4];
   dims_of(st->at.nchw, xs, xd);
   dims_of(st->at.nchw, ys, yd);
@@ -415,15 +408,14 @@ static bool bp_geometry(sk_launch* l, const dw_state* st, const sk_shape* xs,
 
 static void bpi_compute(sk_launch* l, void* state) {
   const dw_state* st = state;
-  int64_t v[4];
-  if (!read_sizes(l, 0, DW_BP_INPUT, v)) return;
+  sk_shape xs;
+  if (!read_sizes(l, 0, DW_BP_INPUT, &xs)) return;
   TF_Tensor* f = sk_input(l, 1);
   TF_Tensor* dy = sk_input(l, 2);
   sk_shape fs, ys;
   if (f == NULL || dy == NULL || !sk_shape_of(l, f, &fs) ||
       !sk_shape_of(l, dy, &ys))
     return;
-  sk_shape xs = {4, {v[0], v[1], v[2], v[3]}, v[0] * v[1] * v[2] * v[3]};
   sa_conv_geom g;
   if (!bp_geometry(l, st, &xs, &fs, &ys, &g)) return;
   TF_Tensor* dx = sk_output(l, 0, &xs);
@@ -439,13 +431,12 @@ static void bpi_compute(sk_launch* l, void* state) {
 
 static void bpf_compute(sk_launch* l, void* state) {
   const dw_state* st = state;
-  int64_t v[4];
   TF_Tensor* x = sk_input(l, 0);
-  if (x == NULL || !read_sizes(l, 1, DW_BP_FILTER, v)) return;
+  sk_shape fs;
+  if (x == NULL || !read_sizes(l, 1, DW_BP_FILTER, &fs)) return;
   TF_Tensor* dy = sk_input(l, 2);
   sk_shape xs, ys;
   if (dy == NULL || !sk_shape_of(l, x, &xs) || !sk_shape_of(l, dy, &ys)) return;
-  sk_shape fs = {4, {v[0], v[1], v[2], v[3]}, v[0] * v[1] * v[2] * v[3]};
   sa_conv_geom g;
   if (!bp_geometry(l, st, &xs, &fs, &ys, &g)) return;
   TF_Tensor* df = sk_output(l, 0, &fs);

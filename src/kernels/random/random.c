@@ -44,30 +44,6 @@ typedef struct rnd_args {
   const uint64_t* counter;
 } rnd_args;
 
-/* TF's MakeShape from a host int32/int64 vector. */
-static bool read_shape(sk_launch* l, const TF_Tensor* t, sk_shape* o) {
-  sk_shape ts;
-  char b[SK_MAX_DIMS * 24 + 8];
-  if (!sk_shape_of(l, t, &ts)) return false;
-  if (ts.nd != 1) {
-    sk_fail(l, TF_INVALID_ARGUMENT,
-            "shape must be a vector of {int32,int64}, got shape %s",
-            sk_shape_str(&ts, b, sizeof(b)));
-    return false;
-  }
-  if (!sk_rank_ok(l, ts.d[0], "the requested shape")) return false;
-  o->nd = (int)ts.d[0];
-  for (int i = 0; i < o->nd; i++) {
-    o->d[i] = sk_index_at(t, i);
-    if (o->d[i] < 0) {
-      sk_fail(l, TF_INVALID_ARGUMENT, "Dimension %lld must be >= 0",
-              (long long)o->d[i]);
-      return false;
-    }
-  }
-  return sk_shape_count(l, o); /* TF's wording for too many elements */
-}
-
 /* A seed input: shape [2], int32 or int64 (TF's message for the shape). */
 static bool read_seed(sk_launch* l, const TF_Tensor* t, uint64_t seed[2]) {
   sk_shape s;
@@ -172,11 +148,11 @@ static void rnd_compute(sk_launch* l, void* state) {
     TF_Tensor* alg_t = sk_input(l, 3);
     if (key == NULL || ctr == NULL || alg_t == NULL ||
         !read_key_counter_alg(l, key, ctr, alg_t, &alg) ||
-        !read_shape(l, shape_t, &s))
+        !sk_shape_from_tensor(l, shape_t, "shape", &s))
       return;
   } else {
     TF_Tensor* seed_t = sk_input(l, 1);
-    if (seed_t == NULL || !read_shape(l, shape_t, &s) ||
+    if (seed_t == NULL || !sk_shape_from_tensor(l, shape_t, "shape", &s) ||
         !read_seed(l, seed_t, seed))
       return;
   }
