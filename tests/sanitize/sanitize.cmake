@@ -14,7 +14,8 @@
 #
 # In the normal tree, the test sanitize.build configures and builds that
 # tree (incrementally: after the first time only changed files compile), and
-# the tests named *.asan, defined next to the normal ones in tests/unit and
+# the tests named *.asan, registered next to the normal ones by
+# simdev_c_test (c_test.cmake) in tests/unit, tests/xla and
 # tests/conformance, run its binaries through SIMDEV_SANITIZE_RUN (`cmake -E
 # env` with the sanitizer options, so `ctest -V` shows a command line to
 # paste, then run.sh, which turns address-space randomisation off: see
@@ -24,6 +25,10 @@
 #
 # Needs gcc's libasan and libubsan, which Debian's build-essential brings
 # (gcc-12 -> libgcc-12-dev -> libasan8, libubsan1).
+
+# simdev_c_test, which registers a C test's .asan variant (and its plain
+# and valgrind ones), in both trees.
+include(${CMAKE_CURRENT_LIST_DIR}/c_test.cmake)
 
 if(SIMDEV_SANITIZE)
   # Inside the sanitized tree: what the driver builds.

@@ -71,6 +71,10 @@ PRELUDE = r'''
 import json as _json, sys as _sys, threading as _threading
 import traceback as _traceback
 
+# tests/tf's child-side modules (childlib, convref, layercheck) import by
+# name; appended, so they shadow nothing the child would import otherwise.
+_sys.path.append(%(here)r)
+
 _out_lock = _threading.Lock()  # checks may report from several threads
 
 def _write(rec):
@@ -381,7 +385,7 @@ def sweep_report(reports):
         if not rep["cpu_ok"]:
             out["cpu_bad"][case] = rep["cpu"]
     return out
-''' % {"mark": CHECK_MARK}
+''' % {"mark": CHECK_MARK, "here": os.path.dirname(os.path.abspath(__file__))}
 
 
 def _site_dirs():

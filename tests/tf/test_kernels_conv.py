@@ -194,17 +194,12 @@ SCRIPT = (f"CASES = {CASES!r}\nLARGE = {LARGE!r}\nDTYPES = {DTYPES!r}\n"
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.ops import gen_nn_ops
+from convref import (Geometry, attrs, bpf_ref, bpi_ref, error_args, fwd_ref,
+                     stuffed)
 
 tf.config.set_soft_device_placement(False)
 rng = np.random.default_rng(11)
 SIMDEV, CPU = "/device:SIMDEV:0", "/device:CPU:0"
-
-def attrs(stride, pad, dil, explicit):
-    kw = {"strides": [1, *stride, 1], "padding": pad,
-          "dilations": [1, *dil, 1], "explicit_paddings": []}
-    if explicit is not None:
-        kw["explicit_paddings"] = [0, 0, *explicit[:2], *explicit[2:], 0, 0]
-    return kw
 
 def fwd(x, w, **kw):
     return gen_nn_ops.conv2d(x, w, **kw)
@@ -215,89 +210,16 @@ def bpi(sizes, w, dy, **kw):
 def bpf(x, sizes, dy, **kw):
     return gen_nn_ops.conv2d_backprop_filter(x, sizes, dy, **kw)
 
-# ---- the NumPy reference -------------------------------------------------------
-def dim(n, k, s, d, pad, ex):
-    # (outputs, padding before, padding after) along one spatial dimension
-    ek = (k - 1) * d + 1
-    if pad == "SAME":
-        out = -(-n // s)
-        before = max((out - 1) * s + ek - n, 0) // 2
-    elif pad == "VALID":
-        out, before = (n - ek + s) // s, 0
-    else:
-        before = ex[0]
-        out = (n + ex[0] + ex[1] - ek) // s + 1
-    out = max(out, 0)
-    after = max((out - 1) * s + ek - n - before, 0)
-    return out, before, after
-
-class Geometry:
-    def __init__(self, xs, fs, stride, pad, dil, explicit):
-        self.xs, self.fs, self.s, self.d = xs, fs, stride, dil
-        self.oh, self.pt, self.pb = dim(xs[1], fs[0], stride[0], dil[0], pad,
-                                        explicit[:2] if explicit else None)
-        self.ow, self.pl, self.pr = dim(xs[2], fs[1], stride[1], dil[1], pad,
-                                        explicit[2:] if explicit else None)
-        self.groups = xs[3] // fs[2] if fs[2] else 1
-        self.ys = (xs[0], self.oh, self.ow, fs[3])
-
-    def pad(self, x):
-        return np.pad(x, ((0, 0), (self.pt, self.pb), (self.pl, self.pr), (0, 0)))
-
-    def crop(self, x):
-        return x[:, self.pt:self.pt + self.xs[1], self.pl:self.pl + self.xs[2], :]
-
-    def taps(self, xp):
-        # (i, j, view of xp read by tap (i, j): [n, oh, ow, c])
-        (sh, sw), (dh, dw) = self.s, self.d
-        for i in range(self.fs[0]):
-            for j in range(self.fs[1]):
-                v = xp[:, i * dh:i * dh + (self.oh - 1) * sh + 1:sh,
-                       j * dw:j * dw + (self.ow - 1) * sw + 1:sw, :]
-                yield i, j, v[:, :self.oh, :self.ow]
-
-def conv_ref(G, x, w):
-    x, w = x.astype(np.float64), w.astype(np.float64)
-    y = np.zeros(G.ys)
-    ci, co = w.shape[2], w.shape[3]
-    cog = co // G.groups if G.groups else 0
-    for i, j, v in G.taps(G.pad(x)):
-        for g in range(G.groups):
-            y[..., g * cog:(g + 1) * cog] += v[..., g * ci:(g + 1) * ci] @ \
-                w[i, j, :, g * cog:(g + 1) * cog]
-    return y
-
-def bpi_ref(G, w, dy):
-    w, dy = w.astype(np.float64), dy.astype(np.float64)
-    dxp = G.pad(np.zeros(G.xs))
-    for i, j, v in G.taps(dxp):
-        v += dy @ w[i, j].T
-    return G.crop(dxp)
-
-def bpf_ref(G, x, dy):
-    x, dy = x.astype(np.float64), dy.astype(np.float64)
-    dw = np.zeros(G.fs)
-    n = dy.shape[0] * dy.shape[1] * dy.shape[2]
-    for i, j, v in G.taps(G.pad(x)):
-        dw[i, j] = v.reshape(n, v.shape[3]).T @ dy.reshape(n, dy.shape[3])
-    return dw
-
+# ---- the NumPy reference (convref.py) and its bound ---------------------------
 def reference(op, G, x, w, dy, dt):
     # (reference, bound): bound = gamma(K) * (the same on |x|, |w|, |dy|)
     kh, kw_, ci, co = G.fs
     if op == "Conv2D":
-        return conv_ref(G, x, w), sum_bound(conv_ref(G, np.abs(x), np.abs(w)), kh * kw_ * ci, dt)
+        return fwd_ref(G, x, w), sum_bound(fwd_ref(G, np.abs(x), np.abs(w)), kh * kw_ * ci, dt)
     if op == "Conv2DBackpropInput":
         return bpi_ref(G, w, dy), sum_bound(bpi_ref(G, np.abs(w), np.abs(dy)), kh * kw_ * co, dt)
     n = dy.shape[0] * dy.shape[1] * dy.shape[2]
     return bpf_ref(G, x, dy), sum_bound(bpf_ref(G, np.abs(x), np.abs(dy)), n, dt)
-
-def stuffed(w, dil):
-    # The undilated filter equivalent to w with dilations dil.
-    kh, kw_, c, o = w.shape
-    out = np.zeros(((kh - 1) * dil[0] + 1, (kw_ - 1) * dil[1] + 1, c, o), w.dtype)
-    out[::dil[0], ::dil[1]] = w
-    return out
 
 def run_case(name, c, dt, ops):
     xs, fs, stride, pad, dil, explicit = c
@@ -412,16 +334,12 @@ OPFN = {"fwd": fwd, "bpi": bpi, "bpf": bpf}
 def after():
     x, w = np.ones((1, 4, 4, 2), np.float32), np.ones((3, 3, 2, 2), np.float32)
     G = Geometry(x.shape, w.shape, (1, 1), "SAME", (1, 1), None)
-    r = versus_ref(fwd, x, w, ref=conv_ref(G, x, w), bound=0.0, cpu=False,
+    r = versus_ref(fwd, x, w, ref=fwd_ref(G, x, w), bound=0.0, cpu=False,
                    strides=[1, 1, 1, 1], padding="SAME")
     return r["sim_ok"] and r["on_simdev"]
 
 for name, (op, a0, a1, dys, kw) in ERRORS.items():
-    args = [np.ones(a0, np.float32) if isinstance(a0, tuple) else a0,
-            np.ones(a1, np.float32) if isinstance(a1, tuple) else a1]
-    if dys is not None:
-        args.append(np.ones(dys, np.float32))
-    kw = dict({"strides": [1, 1, 1, 1], "padding": "SAME"}, **kw)
+    args, kw = error_args(a0, a1, dys, kw)
     @check(f"error {name}")
     def _():
         return dict(error_pair(OPFN[op], *args, **kw), after=after_ok(after))

@@ -121,20 +121,12 @@ SCRIPT = (f"CASES = {CASES!r}\nLARGE = {LARGE!r}\nDTYPES = {DTYPES!r}\n"
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.ops import gen_nn_ops
+from convref import (Geometry, attrs, bpf_ref, bpi_ref, error_args, fwd_ref,
+                     stuffed)
 
 tf.config.set_soft_device_placement(False)
 rng = np.random.default_rng(13)
 SIMDEV = "/device:SIMDEV:0"
-
-def attrs(stride, pad, dil, explicit, nchw):
-    sp = lambda h, w: [1, 1, h, w] if nchw else [1, h, w, 1]
-    kw = {"strides": sp(stride, stride), "padding": pad, "dilations": sp(*dil),
-          "explicit_paddings": [], "data_format": "NCHW" if nchw else "NHWC"}
-    if explicit is not None:
-        p = [0, 0, 0, 0, *explicit[:2], *explicit[2:]] if nchw else \
-            [0, 0, *explicit[:2], *explicit[2:], 0, 0]
-        kw["explicit_paddings"] = p
-    return kw
 
 def fwd(x, w, **kw):
     return gen_nn_ops.depthwise_conv2d_native(x, w, **kw)
@@ -145,68 +137,7 @@ def bpi(sizes, w, dy, **kw):
 def bpf(x, sizes, dy, **kw):
     return gen_nn_ops.depthwise_conv2d_native_backprop_filter(x, sizes, dy, **kw)
 
-def dim(n, k, s, d, pad, ex):
-    ek = (k - 1) * d + 1
-    if pad == "SAME":
-        out = -(-n // s)
-        before = max((out - 1) * s + ek - n, 0) // 2
-    elif pad == "VALID":
-        out, before = (n - ek + s) // s, 0
-    else:
-        before = ex[0]
-        out = (n + ex[0] + ex[1] - ek) // s + 1
-    out = max(out, 0)
-    after = max((out - 1) * s + ek - n - before, 0)
-    return out, before, after
-
-class Geometry:
-    def __init__(self, xs, fs, s, pad, dil, explicit):
-        self.xs, self.fs, self.s, self.d = xs, fs, s, dil
-        self.oh, self.pt, self.pb = dim(xs[1], fs[0], s, dil[0], pad,
-                                        explicit[:2] if explicit else None)
-        self.ow, self.pl, self.pr = dim(xs[2], fs[1], s, dil[1], pad,
-                                        explicit[2:] if explicit else None)
-        self.ys = (xs[0], self.oh, self.ow, fs[2] * fs[3])
-
-    def pad(self, x):
-        return np.pad(x, ((0, 0), (self.pt, self.pb), (self.pl, self.pr), (0, 0)))
-
-    def crop(self, x):
-        return x[:, self.pt:self.pt + self.xs[1], self.pl:self.pl + self.xs[2], :]
-
-    def taps(self, xp):
-        s, (dh, dw) = self.s, self.d
-        for i in range(self.fs[0]):
-            for j in range(self.fs[1]):
-                v = xp[:, i * dh:i * dh + (self.oh - 1) * s + 1:s,
-                       j * dw:j * dw + (self.ow - 1) * s + 1:s, :]
-                yield i, j, v[:, :self.oh, :self.ow]
-
-def fwd_ref(G, x, w):
-    x, w = x.astype(np.float64), w.astype(np.float64)
-    y = np.zeros(G.ys)
-    for i, j, v in G.taps(G.pad(x)):
-        y += (v[..., :, None] * w[i, j]).reshape(y.shape)
-    return y
-
-def bpi_ref(G, w, dy):
-    w, dy = w.astype(np.float64), dy.astype(np.float64)
-    c, m = G.fs[2], G.fs[3]
-    dy4 = dy.reshape(dy.shape[:3] + (c, m))
-    dxp = G.pad(np.zeros(G.xs))
-    for i, j, v in G.taps(dxp):
-        v += (dy4 * w[i, j]).sum(-1)
-    return G.crop(dxp)
-
-def bpf_ref(G, x, dy):
-    x, dy = x.astype(np.float64), dy.astype(np.float64)
-    c, m = G.fs[2], G.fs[3]
-    dy4 = dy.reshape(dy.shape[:3] + (c, m))
-    dw = np.zeros(G.fs)
-    for i, j, v in G.taps(G.pad(x)):
-        dw[i, j] = (v[..., :, None] * dy4).sum((0, 1, 2))
-    return dw
-
+# ---- the NumPy reference (convref.py) and its bound ---------------------------
 def reference(op, G, x, w, dy, dt):
     kh, kw_, c, m = G.fs
     if op == "DepthwiseConv2dNative":
@@ -216,18 +147,12 @@ def reference(op, G, x, w, dy, dt):
     n = dy.shape[0] * dy.shape[1] * dy.shape[2]
     return bpf_ref(G, x, dy), sum_bound(bpf_ref(G, np.abs(x), np.abs(dy)), n, dt)
 
-def stuffed(w, dil):
-    kh, kw_, c, o = w.shape
-    out = np.zeros(((kh - 1) * dil[0] + 1, (kw_ - 1) * dil[1] + 1, c, o), w.dtype)
-    out[::dil[0], ::dil[1]] = w
-    return out
-
 TO_NCHW, TO_NHWC = [0, 3, 1, 2], [0, 2, 3, 1]
 
 def run_case(name, c, dt):
     xs, fs, stride, pad, dil, explicit, nchw = c
     kw = attrs(stride, pad, dil, explicit, nchw)
-    G = Geometry(xs, fs, stride, pad, dil, explicit)
+    G = Geometry(xs, fs, stride, pad, dil, explicit, depthwise=True)
     x = rng.standard_normal(xs).astype(dt)
     w = rng.standard_normal(fs).astype(dt)
     dy = rng.standard_normal(G.ys).astype(dt)
@@ -288,7 +213,7 @@ def tape_grads(x, w, dy, **kw):
 for name in GRAD_CASES:
     xs, fs, stride, pad, dil, explicit, nchw = CASES[name]
     for dt in DTYPES:
-        G = Geometry(xs, fs, stride, pad, dil, explicit)
+        G = Geometry(xs, fs, stride, pad, dil, explicit, depthwise=True)
         x = rng.standard_normal(xs).astype(dt)
         w = rng.standard_normal(fs).astype(dt)
         dy = rng.standard_normal(G.ys).astype(dt)
@@ -301,17 +226,13 @@ for name in GRAD_CASES:
 OPFN = {"fwd": fwd, "bpi": bpi, "bpf": bpf}
 def after():
     x, w = np.ones((1, 4, 4, 2), np.float32), np.ones((3, 3, 2, 1), np.float32)
-    G = Geometry(x.shape, w.shape, 1, "SAME", (1, 1), None)
+    G = Geometry(x.shape, w.shape, 1, "SAME", (1, 1), None, depthwise=True)
     r = versus_ref(fwd, x, w, ref=fwd_ref(G, x, w), bound=0.0, cpu=False,
                    strides=[1, 1, 1, 1], padding="SAME")
     return r["sim_ok"] and r["on_simdev"]
 
 for name, (op, a0, a1, dys, kw, key) in ERRORS.items():
-    args = [np.ones(a0, np.float32) if isinstance(a0, tuple) else a0,
-            np.ones(a1, np.float32) if isinstance(a1, tuple) else a1]
-    if dys is not None:
-        args.append(np.ones(dys, np.float32))
-    kw = dict({"strides": [1, 1, 1, 1], "padding": "SAME"}, **kw)
+    args, kw = error_args(a0, a1, dys, kw)
     @check(f"error {name}")
     def _():
         return dict(error_pair(OPFN[op], *args, **kw), after=after_ok(after))

@@ -157,6 +157,7 @@ SCRIPT = (f"CONV = {CONV!r}\nMATMUL = {MATMUL!r}\nDW = {DW!r}\nACTS = {ACTS!r}\n
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.eager import context, execute
+from convref import Geometry, fwd_ref, stuffed
 
 tf.config.set_soft_device_placement(False)
 rng = np.random.default_rng(14)
@@ -208,45 +209,9 @@ def flat(kw):
     return tuple(out)
 
 # ---- references --------------------------------------------------------
-def dim(n, k, s, d, pad, ex):
-    ek = (k - 1) * d + 1
-    if pad == "SAME":
-        out = -(-n // s)
-        before = max((out - 1) * s + ek - n, 0) // 2
-    elif pad == "VALID":
-        out, before = (n - ek + s) // s, 0
-    else:
-        before = ex[0]
-        out = (n + ex[0] + ex[1] - ek) // s + 1
-    out = max(out, 0)
-    after = max((out - 1) * s + ek - n - before, 0)
-    return out, before, after
-
 def conv_ref(x, w, strides, pad, dil, explicit, depthwise=False):
     # float64 sum over taps of x[n, oh*s + i*d - p, ow*s + j*d - p, c] w[i, j, c, o]
-    n, h, wd, c = x.shape
-    kh, kw_ = w.shape[:2]
-    groups = 1 if depthwise else c // w.shape[2]
-    oh, pt, pb = dim(h, kh, strides[0], dil[0], pad, explicit[:2] if explicit else None)
-    ow, pl, pr = dim(wd, kw_, strides[1], dil[1], pad, explicit[2:] if explicit else None)
-    xp = np.pad(x.astype(np.float64), ((0, 0), (pt, pb), (pl, pr), (0, 0)))
-    w = w.astype(np.float64)
-    o = c * w.shape[3] if depthwise else w.shape[3]
-    y = np.zeros((n, oh, ow, o))
-    if y.size == 0:
-        return y
-    for i in range(kh):
-        for j in range(kw_):
-            v = xp[:, i * dil[0]:i * dil[0] + (oh - 1) * strides[0] + 1:strides[0],
-                   j * dil[1]:j * dil[1] + (ow - 1) * strides[1] + 1:strides[1], :][:, :oh, :ow]
-            if depthwise:
-                y += (v[..., :, None] * w[i, j]).reshape(y.shape)
-                continue
-            kc, og = w.shape[2], w.shape[3] // groups
-            for gi in range(groups):
-                y[..., gi * og:(gi + 1) * og] += \
-                    v[..., gi * kc:(gi + 1) * kc] @ w[i, j][:, gi * og:(gi + 1) * og]
-    return y
+    return fwd_ref(Geometry(x.shape, w.shape, strides, pad, dil, explicit, depthwise), x, w)
 
 def act_ref(act, z):
     if act == "Relu":
@@ -310,10 +275,7 @@ def chain_dw_cpu(act, stride, pad, dil):
     # TF CPU's depthwise kernel lacks NCHW and dilations: NHWC, filter with
     # zeros stuffed between its taps
     def fn(x, w, b, nchw):
-        w = w.numpy()
-        ws = np.zeros(((w.shape[0] - 1) * dil[0] + 1, (w.shape[1] - 1) * dil[1] + 1)
-                      + w.shape[2:], w.dtype)
-        ws[::dil[0], ::dil[1]] = w
+        ws = stuffed(w.numpy(), dil)
         xx = tf.transpose(x, [0, 2, 3, 1]) if nchw else x
         y = tf.nn.depthwise_conv2d(xx, ws, [1, stride, stride, 1], pad)
         y = apply_act(act, tf.nn.bias_add(y, b))

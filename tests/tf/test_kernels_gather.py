@@ -21,64 +21,13 @@ SCRIPT = r'''
 import ml_dtypes
 import numpy as np
 import tensorflow as tf
+from childlib import SIM, check_errors, collect, npt, rand, same, seed
 
 tf.config.set_soft_device_placement(False)
-SIM, CPU = "/device:SIMDEV:0", "/device:CPU:0"
-rng = np.random.default_rng(1331)
-BF16 = tf.bfloat16.as_numpy_dtype
+rng = seed(1331)
 R = tf.raw_ops
 MOVE = ["float32", "float64", "half", "bfloat16", "int64", "uint8", "bool",
         "int8", "int16", "complex64"]
-
-def npt(name):
-    return BF16 if name == "bfloat16" else np.dtype(name).type
-
-def rand(name, shape):
-    shape = tuple(shape)
-    n = int(np.prod(shape, dtype=np.int64))
-    if name == "bool":
-        return (rng.integers(0, 2, n) == 1).reshape(shape)
-    dt = np.dtype(npt(name))
-    return np.frombuffer(rng.bytes(n * dt.itemsize), dtype=dt).reshape(shape).copy()
-
-def run(dev, fn, args):
-    with tf.device(dev):
-        targs = [tf.constant(a) if isinstance(a, np.ndarray) else a for a in args]
-        out = fn(*targs)
-        return out if isinstance(out, (list, tuple)) else [out]
-
-def same(fn, args, refs):
-    refs = refs if isinstance(refs, (list, tuple)) else [refs]
-    def problem(outs, who):
-        if len(outs) != len(refs):
-            return f"{who}: {len(outs)} outputs, want {len(refs)}"
-        for t, r in zip(outs, refs):
-            if who == "SIMDEV" and "SIMDEV:0" not in t.device:
-                return f"result on {t.device}"
-            e = raw_equal(t.numpy(), np.ascontiguousarray(r))
-            if not e["equal"]:
-                return f"{who} differs from NumPy: {e}"
-        return ""
-    sim = problem(run(SIM, fn, args), "SIMDEV")
-    try:
-        cpu = problem(run(CPU, fn, args), "TF CPU")
-    except Exception as e:
-        cpu = f"TF CPU raised {type(e).__name__}: {str(e)[:300]}"
-    return sim, cpu
-
-def collect(cases):
-    bad, cpu_bad = [], []
-    for label, fn, args, ref in cases:
-        try:
-            p, c = same(fn, args, ref)
-        except Exception as e:
-            p, c = f"raised {type(e).__name__}: {str(e)[:300]}", ""
-        if p:
-            bad.append(f"{label}: {p}")
-        if c:
-            cpu_bad.append(f"{label}: {c}")
-    return {"count": len(cases), "bad": bad[:20], "nbad": len(bad),
-            "cpu_bad": cpu_bad[:20], "ncpu_bad": len(cpu_bad)}
 
 @check("registered")
 def _():
@@ -248,10 +197,7 @@ def after():
     x = rand("float32", [5, 3])
     return same(lambda t: tf.gather(t, [4, 0]), (x,), x[[4, 0]])[0] == ""
 
-for name, fn, args, phrase in ERRORS:
-    @check("error " + name)
-    def _(fn=fn, args=args):
-        return dict(error_pair(fn, *args), after=after_ok(after))
+check_errors(ERRORS, after)
 
 @check("tf.function")
 def _():

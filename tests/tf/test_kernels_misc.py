@@ -27,11 +27,10 @@ import gc
 import ml_dtypes
 import numpy as np
 import tensorflow as tf
+from childlib import BF16, CPU, SIM, check_errors, collect, npt, rand, run, same, seed
 
 tf.config.set_soft_device_placement(False)
-SIM, CPU = "/device:SIMDEV:0", "/device:CPU:0"
-rng = np.random.default_rng(20240607)
-BF16 = tf.bfloat16.as_numpy_dtype
+rng = seed(20240607)
 R = tf.raw_ops
 
 MOVE_TYPES = ["float32", "float64", "half", "bfloat16", "int64", "uint8",
@@ -44,57 +43,6 @@ CAST_TYPES = ["float32", "float64", "int32", "int64", "uint8", "bool",
 BITCAST_TYPES = ["float32", "float64", "int32", "int64", "uint8", "int8",
                  "int16", "uint16", "uint32", "uint64", "half", "bfloat16",
                  "complex64"]
-
-def npt(name):
-    return BF16 if name == "bfloat16" else np.dtype(name).type
-
-def rand(name, shape):
-    """Random bit patterns (floats: NaNs, infs and denormals included)."""
-    shape = tuple(shape)
-    n = int(np.prod(shape, dtype=np.int64))
-    if name == "bool":
-        return (rng.integers(0, 2, n) == 1).reshape(shape)
-    dt = np.dtype(npt(name))
-    return np.frombuffer(rng.bytes(n * dt.itemsize), dtype=dt).reshape(shape).copy()
-
-def run(dev, fn, args):
-    with tf.device(dev):
-        targs = [tf.constant(a) if isinstance(a, np.ndarray) else a for a in args]
-        return fn(*targs)
-
-def same(fn, args, ref):
-    """("", "") if fn gives ref's bytes, dtype and shape on SIMDEV (and the
-    result is on SIMDEV) and on CPU; else (SIMDEV problem, CPU problem)."""
-    s = run(SIM, fn, args)
-    sim = ""
-    if "SIMDEV:0" not in s.device:
-        sim = f"result on {s.device}"
-    else:
-        r = raw_equal(s.numpy(), ref)
-        if not r["equal"]:
-            sim = f"differs from NumPy: {r}"
-    try:
-        r = raw_equal(run(CPU, fn, args).numpy(), ref)
-        cpu = "" if r["equal"] else f"TF CPU differs from NumPy: {r}"
-    except Exception as e:
-        cpu = f"TF CPU raised {type(e).__name__}: {str(e)[:300]}"
-    return sim, cpu
-
-def collect(cases):
-    """Runs (label, fn, args, NumPy reference) cases; returns {"count",
-    "bad", "nbad" (SIMDEV), "cpu_bad", "ncpu_bad" (TF CPU)}."""
-    bad, cpu_bad = [], []
-    for label, fn, args, ref in cases:
-        try:
-            p, c = same(fn, args, ref)
-        except Exception as e:
-            p, c = f"raised {type(e).__name__}: {str(e)[:300]}", ""
-        if p:
-            bad.append(f"{label}: {p}")
-        if c:
-            cpu_bad.append(f"{label}: {c}")
-    return {"count": len(cases), "bad": bad[:20], "nbad": len(bad),
-            "cpu_bad": cpu_bad[:20], "ncpu_bad": len(cpu_bad)}
 
 def np_bitcast(x, name):
     """TF's Bitcast in NumPy: the same bytes; the last dimension grows by
@@ -623,10 +571,7 @@ def after():
     return same(lambda t: tf.reshape(tf.transpose(t), [-1]), (x,),
                 np.transpose(x).reshape(-1))[0] == ""
 
-for name, fn, args, phrase in ERRORS:
-    @check("error " + name)
-    def _(fn=fn, args=args):
-        return dict(error_pair(fn, *args), after=after_ok(after))
+check_errors(ERRORS, after)
 
 @check("cast unsupported")
 def _():

@@ -18,23 +18,11 @@ SCRIPT = r'''
 import ml_dtypes
 import numpy as np
 import tensorflow as tf
+from childlib import CPU, SIM, check_errors, npt, rand, seed
 
 tf.config.set_soft_device_placement(False)
-SIM, CPU = "/device:SIMDEV:0", "/device:CPU:0"
-rng = np.random.default_rng(77)
-BF16 = tf.bfloat16.as_numpy_dtype
+rng = seed(77)
 R = tf.raw_ops
-
-def npt(name):
-    return BF16 if name == "bfloat16" else np.dtype(name).type
-
-def rand(name, shape):
-    shape = tuple(shape)
-    n = int(np.prod(shape, dtype=np.int64))
-    if name == "bool":
-        return (rng.integers(0, 2, n) == 1).reshape(shape)
-    dt = np.dtype(npt(name))
-    return np.frombuffer(rng.bytes(n * dt.itemsize), dtype=dt).reshape(shape).copy()
 
 @check("registered")
 def _():
@@ -129,10 +117,7 @@ def after():
         y = tf.scatter_nd([[1]], tf.constant([2.0]), [3])
     return y.numpy().tolist() == [0.0, 2.0, 0.0]
 
-for name, fn, args, phrase in ERRORS:
-    @check("error " + name)
-    def _(fn=fn, args=args):
-        return dict(error_pair(fn, *args), after=after_ok(after))
+check_errors(ERRORS, after)
 '''
 
 
