@@ -33,6 +33,7 @@
 #pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
 #endif
 
+#include "arith/dims.h"
 #include "arith/ewops.h"
 #include "arith/scalar.h"
 
@@ -208,7 +209,6 @@ bool sa_ewprog_broadcast(int nin, const int* rank,
     if (rank[k] > nd) nd = rank[k];
   /* full[j]: bit k set when input k is not broadcast along output dim j. */
   uint32_t full[SA_EWPROG_MAX_DIMS];
-  int64_t n = 1;
   for (int j = 0; j < nd; j++) {
     int64_t d = 1;
     int from = -1; /* the input that set d != 1 */
@@ -230,11 +230,13 @@ bool sa_ewprog_broadcast(int nin, const int* rank,
       int i = j - (nd - rank[k]);
       if (i >= 0 && dims[k][i] == d) full[j] |= 1u << k;
     }
-    /* TF's rule (arith/dims.h): once a partial product overflows,
-     * the shape stays refused, whatever follows. */
-    if (n >= 0 && __builtin_mul_overflow(n, d, &n)) n = -1;
   }
   *out_rank = nd;
+  /* The element count by TF's rule, kept in one place (arith/dims.h): a
+   * partial product that overflows refuses the shape, whatever follows. No
+   * dim is negative here (the caller's shapes came from TF). */
+  int64_t n;
+  if (sa_dims_check(out_dims, nd, 0, &n, NULL, 0) != 0) n = -1;
   /* More than 2**63 - 1 elements (n = -1), or none: no plan. An empty
    * output's merged dims and strides below are products that need not fit
    * int64 ([0, 2**62, 4]: arith/dims.h), and nothing walks them. */
