@@ -10,6 +10,8 @@
    another file of the same folder defines.
 
 Usage: python3 tests/layering.py SOURCE_DIR BUILD_DIR   (ctest: layering)
+       python3 tests/layering.py --selftest   (ctest: layering.selftest:
+       rule 1 reports each kind of forbidden include in a made-up tree)
 Exit status 0 when both rules hold; the report lists every violation.
 """
 import collections
@@ -68,7 +70,17 @@ def include_violations(src):
                        "in tests/layering.py's PUBLIC (add it with its "
                        "public headers)")
         for inc in re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, re.M):
-            other = os.path.dirname(inc) if "/" in inc else mod
+            if "/" not in inc:
+                other = mod
+            elif inc.startswith("."):
+                # "../math/cwise.h" would slip past the rule below: name
+                # the header as every other include does, from src/.
+                bad.append(f"{os.path.relpath(path, src)} includes {inc} "
+                           "(a relative path: include from src/, e.g. "
+                           "\"kernels/framework/sk.h\")")
+                continue
+            else:
+                other = os.path.dirname(inc)
             allowed = PUBLIC.get(other, ())
             allowed = (allowed,) if isinstance(allowed, str) else allowed
             if other != mod and other in PUBLIC and inc not in allowed:
@@ -151,5 +163,43 @@ def main(src, build):
     return 1 if problems else 0
 
 
+def selftest():
+    """Rule 1 must fail on each forbidden include and pass the allowed ones:
+    a tree of tiny files in a temporary folder, checked by
+    include_violations (ctest: layering.selftest)."""
+    import tempfile
+    files = {
+        # allowed: own folder's header, another module's public header,
+        # a family header from inside its family
+        "src/se/ok.c": '#include "se_internal.h"\n#include "device_sim/sim.h"\n',
+        "src/kernels/math/ok.c": '#include "kernels/math/cwise.h"\n'
+                                 '#include "kernels/framework/sk.h"\n',
+        # forbidden, each must be reported
+        "src/se/bad_internal.c": '#include "device_sim/sim_internal.h"\n',
+        "src/kernels/nn/bad_family.c": '#include "kernels/math/cwise.h"\n',
+        "src/kernels/nn/bad_relative.c": '#include "../math/cwise.h"\n',
+        "src/kernels/nn/bad_framework.c": '#include "kernels/framework/sk_internal.h"\n',
+        "src/newmod/x.c": "int x;\n",
+    }
+    with tempfile.TemporaryDirectory() as d:
+        for rel, text in files.items():
+            os.makedirs(os.path.dirname(os.path.join(d, rel)), exist_ok=True)
+            with open(os.path.join(d, rel), "w", encoding="utf-8") as f:
+                f.write(text)
+        found = include_violations(d)
+    failed = 0
+    for rel in files:
+        hits = [b for b in found if b.startswith(rel.replace("/", os.sep))]
+        want = "/bad_" in rel or "/newmod/" in rel
+        if bool(hits) != want:
+            failed += 1
+            print(f"selftest: {rel}: {'not reported' if want else hits}")
+    print("layering selftest: " + ("FAILED" if failed else
+                                   f"ok ({len(found)} violations found)"))
+    return 1 if failed else 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--selftest"]:
+        sys.exit(selftest())
     sys.exit(main(sys.argv[1], sys.argv[2]))
