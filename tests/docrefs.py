@@ -1,0 +1,95 @@
+"""The docs name only what exists: every repository path (src/..., tests/...,
+docs/..., ...) and every simdev identifier with a module prefix (sim_, sk_,
+sa_, ...) written in CONTRIBUTING.md, README.md and docs/*.md must be in the
+tree. A rename that leaves a chapter behind fails here (ctest: docrefs).
+
+An identifier ending in "_" (`sim_mutex_*`) names a family: some identifier
+must start with it; a path with `*`, `<name>` or `{a,b}` is a pattern some
+file must match. Names a recipe invents for its example, and removed files
+a recorded run names, are listed in EXAMPLES with the place that names them.
+Line numbers (`stream.c:112`) are not checked.
+
+Usage: python3 tests/docrefs.py SOURCE_DIR    exit 1 and a list when stale.
+"""
+import glob
+import os
+import re
+import sys
+
+PREFIXES = ("sim", "sk", "ska", "skc", "skf", "sk_cw", "sa", "sg", "se", "sp",
+            "sx", "dlp", "pbw")
+IDENT = re.compile(r"\b((?:%s)_[a-z0-9_]*)" % "|".join(PREFIXES))
+PATH = re.compile(r"(?<![\w/.-])((?:src|tests|bench|scripts|examples|docs|"
+                  r"python/simdev)/[\w./-]*\w)")
+CODE_DIRS = ("src", "tests", "bench", "scripts", "examples", "python", "cmake")
+EXAMPLES = {
+    # CONTRIBUTING.md, "Add a graph pass": the example pass
+    "sg_pass_drop_identity", "src/graph/drop_identity.c",
+    # docs/debugging.md, valgrind: the removed file a recorded run used
+    "tests/valgrind.supp",
+}
+
+
+def code_text(root):
+    parts = []
+    for d in CODE_DIRS:
+        for p in glob.glob(os.path.join(root, d, "**", "*"), recursive=True):
+            if os.path.isfile(p) and not p.endswith((".o", ".so", ".a")):
+                with open(p, encoding="utf-8", errors="ignore") as f:
+                    parts.append(f.read())
+    for p in ("CMakeLists.txt", "Makefile"):
+        with open(os.path.join(root, p), encoding="utf-8") as f:
+            parts.append(f.read())
+    return "\n".join(parts)
+
+
+def stale(root):
+    code = code_text(root)
+    idents = set(re.findall(r"\b[A-Za-z_]\w*", code))
+    docs = ["CONTRIBUTING.md", "README.md"] + sorted(
+        glob.glob(os.path.join(root, "docs", "*.md")))
+    bad = []
+    for doc in docs:
+        rel = os.path.relpath(os.path.join(root, doc), root)
+        with open(os.path.join(root, doc), encoding="utf-8") as f:
+            text = f.read()
+        for m in re.finditer(r"`([^`\n]+)`", text):
+            line = text.count("\n", 0, m.start()) + 1
+            for ident in IDENT.findall(m.group(1)):
+                if ident in EXAMPLES:
+                    continue
+                ok = (any(i.startswith(ident) for i in idents)
+                      if ident.endswith("_") else ident in idents)
+                if not ok:
+                    bad.append(f"{rel}:{line}: `{ident}` is not in the code")
+        for m in PATH.finditer(text):
+            p = m.group(1).rstrip(".")
+            if p in EXAMPLES:
+                continue
+            # `tests/tf/test_kernels_<family>.py`, `specs*.py`,
+            # `docs/benchmarks.*`, `test_{a,b}.py`: a pattern, some file
+            # must match it
+            nxt = text[m.end():m.end() + 2]
+            if nxt[:1] in ("*", "<", "{") or nxt == ".*":
+                tail = re.match(r"[^\s`'\"()|\]]*", text[m.end():]).group(0)
+                pat = re.sub(r"<[^>]*>|\{[^}]*\}", "*", m.group(1) + tail)
+                if not glob.glob(os.path.join(root, pat)):
+                    line = text.count("\n", 0, m.start()) + 1
+                    bad.append(f"{rel}:{line}: nothing matches {pat}")
+                continue
+            if not os.path.exists(os.path.join(root, p)):
+                line = text.count("\n", 0, m.start()) + 1
+                bad.append(f"{rel}:{line}: {p} does not exist")
+    return bad
+
+
+def main(root):
+    bad = stale(root)
+    for b in bad:
+        print(b)
+    print("docrefs: " + (f"{len(bad)} stale references" if bad else "ok"))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "."))
