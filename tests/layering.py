@@ -1,9 +1,14 @@
 """The layering rules of src/, checked on the sources and the built objects.
 
-1. A module (a folder of src/; each subfolder of src/kernels/ is one) includes another module's code only through
-   that module's public header(s) (PUBLIC below): never an *_internal.h or a
+1. A module (a folder of src/; each subfolder of src/kernels/ is one)
+   includes another module's code only through that module's public
+   header(s) (PUBLIC below): never an *_internal.h or a
    kernel family header of another folder.
-2. No two files of one module call each other in a circle (a strongly
+2. A module includes only the modules below it: DEPENDS lists, for each,
+   the modules it may use (they form no circle, checked), and only
+   TF_USERS may include TensorFlow's headers; the rest of simdev is
+   TF-free and unit-tested without TF.
+3. No two files of one module call each other in a circle (a strongly
    connected component of the file-level call graph with more than one
    file), unless ALLOWED_CIRCLES lists it with the reason. The call graph
    comes from `nm` on the object files CMake built: a file uses a symbol
@@ -53,7 +58,32 @@ PUBLIC = {
     "graph": "graph/graph.h",
     "profiler": "profiler/sp.h",
 }
-# frozenset of files -> why the circle must be. Empty: none is needed.
+_FAMILY = ("kernels/framework", "arith")
+# Rule 2: module -> the modules it may include (the layers below it).
+DEPENDS = {
+    "device_sim": (),
+    "pbwire": (),
+    "dlpack": (),
+    "arith": ("device_sim",),  # sim_err codes only (sim.h)
+    "profiler": ("device_sim", "pbwire"),
+    "se": ("device_sim", "profiler"),
+    "graph": ("arith", "pbwire"),
+    "xla": ("arith", "device_sim", "profiler"),
+    "kernels/framework": ("arith", "device_sim", "pbwire", "se"),
+    "kernels/math": _FAMILY,
+    "kernels/nn": _FAMILY,
+    "kernels/linalg": _FAMILY,
+    "kernels/image": _FAMILY,
+    "kernels/array": _FAMILY,
+    "kernels/random": _FAMILY,
+    "kernels/interop": _FAMILY + ("dlpack", "se"),
+}
+# Rule 2: who may include "tensorflow/...": the TF boundaries. A module
+# name admits all its files; a path admits one file.
+TF_USERS = ("se", "kernels/framework", "kernels/math", "kernels/interop",
+            "graph/plugin.c", "profiler/plugin.c")
+
+# Rule 3: frozenset of files -> why the circle must be. Empty: none is needed.
 ALLOWED_CIRCLES = {}
 
 
@@ -65,10 +95,10 @@ def include_violations(src):
         mod = os.path.relpath(os.path.dirname(path), os.path.join(src, "src"))
         with open(path, encoding="utf-8") as f:
             text = f.read()
-        if mod not in PUBLIC:
+        if mod not in PUBLIC or mod not in DEPENDS:
             bad.append(f"{os.path.relpath(path, src)}: folder {mod} is not "
-                       "in tests/layering.py's PUBLIC (add it with its "
-                       "public headers)")
+                       "in tests/layering.py's PUBLIC and DEPENDS (add it "
+                       "with its public headers and the modules it uses)")
         for inc in re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, re.M):
             if "/" not in inc:
                 other = mod
@@ -81,6 +111,19 @@ def include_violations(src):
                 continue
             else:
                 other = os.path.dirname(inc)
+            where = os.path.relpath(path, src)
+            if inc.startswith("tensorflow/"):
+                rel = os.path.relpath(path, os.path.join(src, "src"))
+                if mod not in TF_USERS and rel not in TF_USERS:
+                    bad.append(f"{where} includes {inc}: only "
+                               f"{', '.join(TF_USERS)} may (TF_USERS)")
+                continue
+            if (other != mod and other in PUBLIC and mod in DEPENDS and
+                    other not in DEPENDS[mod]):
+                bad.append(f"{where} includes {inc}: {mod} may use only "
+                           f"{', '.join(DEPENDS[mod]) or 'no other module'} "
+                           "(DEPENDS: a layer uses the layers below it)")
+                continue
             allowed = PUBLIC.get(other, ())
             allowed = (allowed,) if isinstance(allowed, str) else allowed
             if other != mod and other in PUBLIC and inc not in allowed:
@@ -149,6 +192,8 @@ def circles(graph):
 
 def main(src, build):
     problems = include_violations(src)
+    for comp in circles({m: set(d) for m, d in DEPENDS.items()}):
+        problems.append("DEPENDS has a circle: " + ", ".join(comp))
     objs, graph = call_graph(build)
     if len(objs) < 10:
         problems.append(f"only {len(objs)} object files under {build}: build first")
@@ -180,6 +225,15 @@ def selftest():
         "src/kernels/nn/bad_relative.c": '#include "../math/cwise.h"\n',
         "src/kernels/nn/bad_framework.c": '#include "kernels/framework/sk_internal.h"\n',
         "src/newmod/x.c": "int x;\n",
+        # rule 2: upward, sideways, TF outside its boundaries
+        "src/device_sim/bad_up.c": '#include "se/se.h"\n',
+        "src/graph/bad_side.c": '#include "device_sim/sim.h"\n',
+        "src/arith/bad_tf.c": '#include "tensorflow/c/tf_tensor.h"\n',
+        "src/graph/bad_tf.c": '#include "tensorflow/c/tf_status.h"\n',
+        "src/graph/plugin.c": '#include "tensorflow/c/tf_status.h"\n'
+                              '#include "graph/graph.h"\n',
+        "src/kernels/interop/ok.c": '#include "dlpack/dlp.h"\n'
+                                    '#include "tensorflow/c/ops.h"\n',
     }
     with tempfile.TemporaryDirectory() as d:
         for rel, text in files.items():

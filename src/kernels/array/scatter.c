@@ -165,10 +165,14 @@ static void scatter_nd_compute(sk_launch* l, void* state) {
   TF_Tensor* it = sk_input(l, 0);
   TF_Tensor* ut = sk_input(l, 1);
   TF_Tensor* st = sk_input(l, 2);
-  sk_shape os;
-  if (it == NULL || ut == NULL || st == NULL ||
-      !sk_shape_from_tensor(l, st, NULL, &os))
+  sk_shape ss, os;
+  if (it == NULL || ut == NULL || st == NULL || !sk_shape_of(l, st, &ss))
     return;
+  if (ss.nd != 1) { /* TF CPU's check and message (scatter_nd_op.cc) */
+    sk_fail(l, TF_INVALID_ARGUMENT, "Shape must be a vector");
+    return;
+  }
+  if (!sk_shape_from_tensor(l, st, NULL, &os)) return;
   scatter_launch(l, NULL, it, ut, &os, true, "ScatterNd");
 }
 

@@ -83,9 +83,10 @@ bool sk_rank_ok(sk_launch* l, int64_t rank, const char* what);
  * (Fill's dims, BroadcastTo's and the random ops' shape, ...), as TF's
  * TensorShapeUtils::MakeShape builds it: rank <= SK_MAX_DIMS, every dim
  * >= 0 ("Dimension -1 must be >= 0"), the element count checked
- * (sk_shape_count). what == NULL reads every element of t whatever its
- * rank (the caller checks that, with its op's message); otherwise t must be
- * a vector, named `what` in TF's message ("shape must be a vector of
+ * (sk_shape_count). With what == NULL it reads every element of t whatever
+ * its rank, so the caller must have checked that rank first, with its op's
+ * own message (ScatterNd: "Shape must be a vector"); otherwise t must be a
+ * vector, named `what` in TF's message ("shape must be a vector of
  * {int32,int64}, got shape [2,2]"). False after failing the launch. */
 bool sk_shape_from_tensor(sk_launch* l, const TF_Tensor* t, const char* what,
                           sk_shape* o);
