@@ -16,7 +16,7 @@ import os
 import re
 import sys
 
-PREFIXES = ("sim", "sk", "ska", "skc", "skf", "sk_cw", "sa", "sg", "se", "sp",
+PREFIXES = ("sim", "sk", "ska", "skc", "skf", "skr", "skh", "sk_cw", "sa", "sg", "se", "sp",
             "sx", "dlp", "pbw")
 IDENT = re.compile(r"\b((?:%s)_[a-z0-9_]*)" % "|".join(PREFIXES))
 PATH = re.compile(r"(?<![\w/.-])((?:src|tests|bench|scripts|examples|docs|"

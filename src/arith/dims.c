@@ -2,10 +2,11 @@
  * dims.c - checked shape arithmetic (arith/dims.h): what a shape must satisfy
  * before TF sees it. No TensorFlow, no state, any thread.
  */
+#include "arith/dims.h"
+
 #include <stdio.h>
 
 #include "device_sim/sim.h"
-#include "arith/dims.h"
 
 const char* sa_dims_str(const int64_t* d, int nd, char* buf, size_t len) {
   size_t k = 0;

@@ -2,8 +2,8 @@
  * epi.c - sa_epi_apply: the fused ops' epilogue y = act(y + bias), on the
  * block of output the arithmetic just wrote. Callers: sa_gemm (each row
  * block), the convolution's zero-only case, TF's fused kernels
- * (src/kernels/framework/fused.h says why they match the unfused kernels bit for
- * bit) and the XLA handler simdev_matmul_bias_act.
+ * (src/kernels/framework/fused.h says why they match the unfused kernels bit
+ * for bit) and the XLA handler simdev_matmul_bias_act.
  *
  * One loop per activation and dtype, the switch outside the loops, and a
  * contiguous variant (inc == 1, every GEMM output and NHWC depthwise) that
@@ -15,8 +15,8 @@
 #include "arith/sa.h"
 #include "arith/scalar.h"
 
-/* Vectorize at -O2 too (as src/kernels/math/cwise.h explains: GCC's "very cheap"
- * cost model skips loops of unknown trip count). */
+/* Vectorize at -O2 too (as src/kernels/math/cwise.h explains: GCC's "very
+ * cheap" cost model skips loops of unknown trip count). */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("tree-loop-vectorize", "vect-cost-model=dynamic")
 #endif

@@ -122,7 +122,7 @@ static int parse_input(const char* s, size_t len) {
   return k;
 }
 
-bool sa_ewprog_parse(const char* program, int n_inputs, sk_ewprog* out,
+bool sa_ewprog_parse(const char* program, int n_inputs, sa_ewprog* out,
                      char* err, size_t errlen) {
 #define FAIL(...)                       \
   do {                                  \
@@ -329,7 +329,7 @@ bool sa_ewprog_broadcast(int nin, const int* rank,
 /* The evaluator for one type. val[i] points at the block of stack slot i:
  * its buffer, or the input itself for a direct push. */
 #define EW_EVAL(name, T, FN, GATHER)                                        \
-  void name(const sk_ewprog* prog, const sa_ewprog_plan* plan,              \
+  void name(const sa_ewprog* prog, const sa_ewprog_plan* plan,              \
             const T* const* in, T* out, int64_t begin, int64_t end) {       \
     T buf[SA_EWPROG_MAX_STACK][SA_EWPROG_BLOCK];                            \
     const T* val[SA_EWPROG_MAX_STACK];                                      \

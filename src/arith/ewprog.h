@@ -69,19 +69,19 @@ typedef struct sa_ewprog_ins {
   int16_t arg;
 } sa_ewprog_ins;
 
-typedef struct sk_ewprog {
+typedef struct sa_ewprog {
   int nins;      /* instructions */
   int nops;      /* of them ops */
   int max_depth; /* deepest stack */
   int ninputs;   /* N it was parsed for */
   sa_ewprog_ins ins[SA_EWPROG_MAX_INS];
-} sk_ewprog;
+} sa_ewprog;
 
 /* Parses and validates `program` for n_inputs inputs. Returns true, or false
  * with a message in err (always NUL-terminated) naming the offending token
  * and its position: an unknown token, "$k" out of range, a stack underflow,
  * values left over, an empty program or token, or a limit exceeded. */
-bool sa_ewprog_parse(const char* program, int n_inputs, sk_ewprog* out,
+bool sa_ewprog_parse(const char* program, int n_inputs, sa_ewprog* out,
                      char* err, size_t errlen);
 
 /* ---- broadcasting ---------------------------------------------------- */
@@ -123,10 +123,10 @@ bool sa_ewprog_broadcast(int nin, const int* rank,
  * one pass over memory. in[k] is input k's data (float for _f32, double for
  * _f64). out may be an input with the output's shape (direct). Ranges of
  * one call per thread must not overlap. */
-void sa_ewprog_eval_f32(const sk_ewprog* prog, const sa_ewprog_plan* plan,
+void sa_ewprog_eval_f32(const sa_ewprog* prog, const sa_ewprog_plan* plan,
                         const float* const* in, float* out, int64_t begin,
                         int64_t end);
-void sa_ewprog_eval_f64(const sk_ewprog* prog, const sa_ewprog_plan* plan,
+void sa_ewprog_eval_f64(const sa_ewprog* prog, const sa_ewprog_plan* plan,
                         const double* const* in, double* out, int64_t begin,
                         int64_t end);
 

@@ -95,12 +95,12 @@ int sim_config_from_env(sim_config* cfg, char* msg, size_t msg_len) {
   err = parse_u64("SIMDEV_DEVICE_COUNT", 1, SIM_MAX_DEVICES, &count, msg,
                   msg_len);
   if (err == SIM_OK)
-    err = parse_u64("SIMDEV_MEMORY_MB", 1, SIM_MAX_MEMORY_MB, &mb, msg,
-                    msg_len);
+    err =
+        parse_u64("SIMDEV_MEMORY_MB", 1, SIM_MAX_MEMORY_MB, &mb, msg, msg_len);
   if (err == SIM_OK) err = parse_u64("SIMDEV_SYNC", 0, 1, &sync, msg, msg_len);
   if (err == SIM_OK)
-    err = parse_u64("SIMDEV_UNSAFE_EARLY_COMPLETION", 0, 1, &early, msg,
-                    msg_len);
+    err =
+        parse_u64("SIMDEV_UNSAFE_EARLY_COMPLETION", 0, 1, &early, msg, msg_len);
   if (err == SIM_OK) err = parse_u64("SIMDEV_INLINE", 0, 1, &inl, msg, msg_len);
   uint64_t records = SIM_TRACE_DEFAULT_RECORDS;
   if (err == SIM_OK)
@@ -112,11 +112,11 @@ int sim_config_from_env(sim_config* cfg, char* msg, size_t msg_len) {
   if (err == SIM_OK)
     err = parse_u64("SIMDEV_DISCRETE", 0, 1, &discrete, msg, msg_len);
   if (err == SIM_OK) err = parse_u64("SIMDEV_BFC", 0, 1, &bfc, msg, msg_len);
-  if (err == SIM_OK) err = parse_faults(cfg->faults, sizeof(cfg->faults), msg,
-                                        msg_len);
+  if (err == SIM_OK)
+    err = parse_faults(cfg->faults, sizeof(cfg->faults), msg, msg_len);
   if (err != SIM_OK) return err;
-  cfg->bfc_off_for_faults =
-      getenv("SIMDEV_BFC") == NULL && sim_faults_has(cfg->faults, SIM_FAULT_ALLOC);
+  cfg->bfc_off_for_faults = getenv("SIMDEV_BFC") == NULL &&
+                            sim_faults_has(cfg->faults, SIM_FAULT_ALLOC);
   if (cfg->bfc_off_for_faults) bfc = 0;
   cfg->discrete = (int)discrete;
   cfg->bfc = (int)bfc;

@@ -11,7 +11,9 @@
  * of this runs.
  * The handler calls (all of them): write(2); pthread_mutex_trylock/unlock
  * on discrete.c's g_rec_mu (sim_discrete_recs_trylock/_unlock, checked as
- * every lock call is: only a broken invariant aborts), with
+ * every lock call is: only a broken invariant aborts, and that abort's
+ * report, sim_pthread_failed's snprintf/fprintf, is not async-signal-safe:
+ * acceptable on the way to abort()), with
  * sched_yield between tries; the lock-free region lookup
  * (sim_discrete_region_at) and record lookups (sim_discrete_live_at/
  * _freed_at, with that lock held); nanosleep while another thread's report

@@ -132,7 +132,8 @@ void sim_invariant_failed(const char* file, int line, const char* what)
 #define sim_mutex_destroy(m) SIM_CHECK_PT(pthread_mutex_destroy(m))
 #define sim_mutex_lock(m) SIM_CHECK_PT(pthread_mutex_lock(m))
 #define sim_mutex_unlock(m) SIM_CHECK_PT(pthread_mutex_unlock(m))
-/* 1 if the lock was taken, 0 if another thread holds it (EBUSY). */
+/* 1 if the lock was taken, 0 if it is held (EBUSY), by another thread or,
+ * for a default (non-recursive) mutex, by the caller itself. */
 #define sim_mutex_trylock(m)                                \
   sim_pt_try_(pthread_mutex_trylock(m), __FILE__, __LINE__, \
               "pthread_mutex_trylock(" #m ")")

@@ -2,8 +2,9 @@
  * dlp.h - DLPack for simdev (src/dlpack/, prefix dlp_): managed tensors over
  * simdev buffers for export, and the validation of incoming ones and the
  * decision how to import them (share or copy). No TensorFlow here; the ops
- * that move TF tensors in and out build on this (src/kernels/interop/dlpack_ops.c),
- * and so does the fuzz target (tests/fuzz/fuzz_dlpack.c).
+ * that move TF tensors in and out build on this
+ * (src/kernels/interop/dlpack_ops.c), and so does the fuzz target
+ * (tests/fuzz/fuzz_dlpack.c).
  *
  * DLPack's ABI comes from the installed header (TensorFlow's wheel ships
  * dlpack.h 1.1: DLManagedTensor and DLManagedTensorVersioned).
@@ -35,8 +36,8 @@ extern "C" {
 #endif
 
 /* Highest rank simdev exchanges, on import and on export. It is the limit
- * of simdev's kernels (SK_MAX_DIMS in src/kernels/framework/sk.h; dlpack_ops.c fails
- * to compile if the two differ): a tensor of higher rank could not go
+ * of simdev's kernels (SK_MAX_DIMS in src/kernels/framework/sk.h; dlpack_ops.c
+ * fails to compile if the two differ): a tensor of higher rank could not go
  * through any simdev kernel, and the ops keep shapes in arrays of this size.
  * Anything above it is refused (DLP_EUNSUPPORTED), never truncated. */
 #define DLP_MAX_DIMS 16

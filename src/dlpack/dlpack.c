@@ -9,12 +9,12 @@
  * An exported tensor is one allocation: the managed struct, then its shape
  * and strides arrays, then the owner's release callback.
  */
-#include "dlp.h"
-
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "dlp.h"
 
 static int fail(int err, char* msg, size_t len, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -33,19 +33,15 @@ size_t dlp_dtype_size(DLDataType t) {
   switch (t.code) {
     case kDLFloat:
       return t.bits == 16 || t.bits == 32 || t.bits == 64 ? t.bits / 8u : 0;
-    case kDLBfloat:
-      return t.bits == 16 ? 2 : 0;
+    case kDLBfloat: return t.bits == 16 ? 2 : 0;
     case kDLInt:
     case kDLUInt:
       return t.bits == 8 || t.bits == 16 || t.bits == 32 || t.bits == 64
                  ? t.bits / 8u
                  : 0;
-    case kDLBool:
-      return t.bits == 8 ? 1 : 0;
-    case kDLComplex:
-      return t.bits == 64 || t.bits == 128 ? t.bits / 8u : 0;
-    default:
-      return 0;
+    case kDLBool: return t.bits == 8 ? 1 : 0;
+    case kDLComplex: return t.bits == 64 || t.bits == 128 ? t.bits / 8u : 0;
+    default: return 0;
   }
 }
 
@@ -101,8 +97,7 @@ static bool span_fits(const DLTensor* t, size_t esize) {
   return true;
 }
 
-int dlp_check_tensor(const DLTensor* t, dlp_view* out, char* msg,
-                     size_t len) {
+int dlp_check_tensor(const DLTensor* t, dlp_view* out, char* msg, size_t len) {
   if (t == NULL || out == NULL)
     return fail(DLP_EINVAL, msg, len, "DLPack tensor is NULL");
   if (t->ndim < 0)
@@ -141,8 +136,7 @@ int dlp_check_tensor(const DLTensor* t, dlp_view* out, char* msg,
     /* The product must stay representable in bytes, zero dims or not. */
     if (d > 0 && elements > (INT64_MAX / (int64_t)esize) / d)
       return fail(DLP_EINVAL, msg, len,
-                  "DLPack shape overflows: dims up to %d exceed 2^63 bytes",
-                  i);
+                  "DLPack shape overflows: dims up to %d exceed 2^63 bytes", i);
     if (d > 0) elements *= d;
   }
   if (zero) elements = 0;
@@ -152,8 +146,8 @@ int dlp_check_tensor(const DLTensor* t, dlp_view* out, char* msg,
                 "DLPack strides overflow: the tensor spans more than 2^63 "
                 "bytes");
   if (t->data == NULL && elements > 0)
-    return fail(DLP_EINVAL, msg, len,
-                "DLPack data is NULL for %lld elements", (long long)elements);
+    return fail(DLP_EINVAL, msg, len, "DLPack data is NULL for %lld elements",
+                (long long)elements);
 
   memset(out, 0, sizeof(*out));
   out->data = t->data;
@@ -179,8 +173,8 @@ int dlp_check_tensor(const DLTensor* t, dlp_view* out, char* msg,
  * element sizes simdev exchanges are 1..16 bytes. */
 static void gather_row(char* dst, const char* src, int64_t n, int64_t step,
                        size_t esize) {
-  for (int64_t i = 0; i < n; i++) memcpy(dst + i * (int64_t)esize,
-                                         src + i * step, esize);
+  for (int64_t i = 0; i < n; i++)
+    memcpy(dst + i * (int64_t)esize, src + i * step, esize);
 }
 
 void dlp_gather(const dlp_view* v, void* dst) {
@@ -366,14 +360,14 @@ static void* new_block(size_t size, size_t tensor_offset, size_t ctx_offset,
 }
 
 int dlp_export_legacy(void* data, DLDataType dtype, int ndim,
-                      const int64_t* shape, void* owner,
-                      dlp_release_fn release, DLManagedTensor** out) {
+                      const int64_t* shape, void* owner, dlp_release_fn release,
+                      DLManagedTensor** out) {
   if (out == NULL) return DLP_EINVAL;
   int rc;
-  legacy_block* b = new_block(sizeof(legacy_block),
-                              offsetof(legacy_block, m.dl_tensor),
-                              offsetof(legacy_block, ctx), data, dtype, ndim,
-                              shape, owner, release, &rc);
+  legacy_block* b =
+      new_block(sizeof(legacy_block), offsetof(legacy_block, m.dl_tensor),
+                offsetof(legacy_block, ctx), data, dtype, ndim, shape, owner,
+                release, &rc);
   if (b == NULL) return rc;
   b->m.manager_ctx = &b->ctx;
   b->m.deleter = delete_legacy;
@@ -387,10 +381,10 @@ int dlp_export_versioned(void* data, DLDataType dtype, int ndim,
                          DLManagedTensorVersioned** out) {
   if (out == NULL) return DLP_EINVAL;
   int rc;
-  versioned_block* b = new_block(sizeof(versioned_block),
-                                 offsetof(versioned_block, m.dl_tensor),
-                                 offsetof(versioned_block, ctx), data, dtype,
-                                 ndim, shape, owner, release, &rc);
+  versioned_block* b =
+      new_block(sizeof(versioned_block), offsetof(versioned_block, m.dl_tensor),
+                offsetof(versioned_block, ctx), data, dtype, ndim, shape, owner,
+                release, &rc);
   if (b == NULL) return rc;
   b->m.version.major = DLPACK_MAJOR_VERSION;
   b->m.version.minor = DLPACK_MINOR_VERSION;

@@ -48,9 +48,8 @@
 typedef void (*preserve_size_fn)(const TF_GrapplerItem* item, int* num_values,
                                  size_t* storage_size, TF_Status* status);
 typedef void (*preserve_list_fn)(const TF_GrapplerItem* item, char** values,
-                                 size_t* lengths, int num_values,
-                                 void* storage, size_t storage_size,
-                                 TF_Status* status);
+                                 size_t* lengths, int num_values, void* storage,
+                                 size_t storage_size, TF_Status* status);
 static preserve_size_fn g_preserve_size; /* set by TF_InitGraph, or NULL */
 static preserve_list_fn g_preserve_list;
 

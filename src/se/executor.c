@@ -28,10 +28,9 @@ static int check_device_range(const SP_Device* device, const void* p,
                               TF_Status* status) {
   if (size == 0) return 0;
   if (p == NULL || !sim_mem_contains(se_device(device), p, size)) {
-    se_set_statusf(status, SIM_EINVAL,
-                   "%s: [%p, +%llu) is not memory of device %s", what, p,
-                   (unsigned long long)size,
-                   sim_device_name(se_device(device)));
+    se_set_statusf(
+        status, SIM_EINVAL, "%s: [%p, +%llu) is not memory of device %s", what,
+        p, (unsigned long long)size, sim_device_name(se_device(device)));
     return -1;
   }
   return 0;
@@ -232,8 +231,7 @@ static void start_timer(const SP_Device* device, SP_Stream stream,
 
 static void stop_timer(const SP_Device* device, SP_Stream stream,
                        SP_Timer timer, TF_Status* status) {
-  set_enqueue_status(status, sim_timer_stop(timer->t, stream->s),
-                     "stop_timer");
+  set_enqueue_status(status, sim_timer_stop(timer->t, stream->s), "stop_timer");
 }
 
 /* SP_TimerFns.nanoseconds has no error channel: a timer that was never
@@ -299,11 +297,11 @@ static void memcpy_dtod(const SP_Device* device, SP_Stream stream,
       check_any_simdev(device, device_src->opaque, size, "memcpy_dtod src",
                        status))
     return;
-  set_enqueue_status(status,
-                     sim_memcpy_async_kind(stream->s, device_dst->opaque,
-                                           device_src->opaque, size,
-                                           SIM_TRACE_MEMCPY_D2D),
-                     "memcpy_dtod");
+  set_enqueue_status(
+      status,
+      sim_memcpy_async_kind(stream->s, device_dst->opaque, device_src->opaque,
+                            size, SIM_TRACE_MEMCPY_D2D),
+      "memcpy_dtod");
 }
 
 /* Waits for the device owning p (if it is simdev memory). */
@@ -354,10 +352,10 @@ static void sync_memcpy_dtod(const SP_Device* device,
                              SP_DeviceMemoryBase* device_dst,
                              const SP_DeviceMemoryBase* device_src,
                              uint64_t size, TF_Status* status) {
-  if (check_any_simdev(device, device_dst->opaque, size,
-                       "sync_memcpy_dtod dst", status) ||
-      check_any_simdev(device, device_src->opaque, size,
-                       "sync_memcpy_dtod src", status))
+  if (check_any_simdev(device, device_dst->opaque, size, "sync_memcpy_dtod dst",
+                       status) ||
+      check_any_simdev(device, device_src->opaque, size, "sync_memcpy_dtod src",
+                       status))
     return;
   sync_copy(device, device_dst->opaque, device_src->opaque, size,
             "sync_memcpy_dtod", status);

@@ -36,8 +36,12 @@ static sim_config g_config; /* read once, by SE_InitPlugin */
 static const char* g_off_reason;
 static char g_off_buf[256];
 
-const sim_config* se_config(void) { return &g_config; }
-const char* se_disabled_reason(void) { return g_off_reason; }
+const sim_config* se_config(void) {
+  return &g_config;
+}
+const char* se_disabled_reason(void) {
+  return g_off_reason;
+}
 
 /* ---- SP_DeviceFns ------------------------------------------------------ */
 
@@ -81,9 +85,9 @@ static void create_device(const SP_Platform* platform,
     return;
   }
   sim_device* dev = NULL;
-  int err = sim_device_create_ex(ordinal, g_config.memory_mb,
-                                 g_config.discrete ? SIM_DEVICE_DISCRETE : 0,
-                                 &dev);
+  int err =
+      sim_device_create_ex(ordinal, g_config.memory_mb,
+                           g_config.discrete ? SIM_DEVICE_DISCRETE : 0, &dev);
   if (err != SIM_OK) {
     /* A discrete device fails for reasons of its own (ulimit -f, memfd,
      * too many of them), which device_sim explains. */
@@ -149,8 +153,8 @@ static void destroy_timer_fns(const SP_Platform* platform,
  * it: on the refusing path (check_compatible) an older TensorFlow may hand
  * in shorter structs than these headers describe, and nothing may be
  * written past their end. With TF 2.21 every field is there. */
-#define SE_SET(ptr, TYPE, field, value) \
-  do {                                  \
+#define SE_SET(ptr, TYPE, field, value)                         \
+  do {                                                          \
     if (SE_HAS_FIELD(ptr, TYPE, field)) (ptr)->field = (value); \
   } while (0)
 
@@ -164,8 +168,7 @@ static void fill_platform_fns(SP_PlatformFns* fns) {
   SE_SET(fns, SP_PlatformFns, create_device_fns, create_device_fns);
   SE_SET(fns, SP_PlatformFns, destroy_device_fns, destroy_device_fns);
   SE_SET(fns, SP_PlatformFns, create_stream_executor, create_stream_executor);
-  SE_SET(fns, SP_PlatformFns, destroy_stream_executor,
-         destroy_stream_executor);
+  SE_SET(fns, SP_PlatformFns, destroy_stream_executor, destroy_stream_executor);
   SE_SET(fns, SP_PlatformFns, create_timer_fns, create_timer_fns);
   SE_SET(fns, SP_PlatformFns, destroy_timer_fns, destroy_timer_fns);
 }
@@ -232,7 +235,8 @@ static void check_compatible(const SE_PlatformRegistrationParams* params) {
              (int)(strrchr(SIMDEV_TF_VERSION, '.') - SIMDEV_TF_VERSION),
              SIMDEV_TF_VERSION);
     g_off_reason = g_off_buf;
-  } else if (params->struct_size < SE_PLATFORM_REGISTRATION_PARAMS_STRUCT_SIZE ||
+  } else if (params->struct_size <
+                 SE_PLATFORM_REGISTRATION_PARAMS_STRUCT_SIZE ||
              params->platform->struct_size < SP_PLATFORM_STRUCT_SIZE ||
              params->platform_fns->struct_size < SP_PLATFORM_FNS_STRUCT_SIZE) {
     snprintf(g_off_buf, sizeof(g_off_buf),

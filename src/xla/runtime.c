@@ -40,8 +40,11 @@
  * worker's done. */
 static struct {
   pthread_mutex_t mu; /* guards the fields below */
-  pthread_cond_t cv;  /* users dropped to 0, or a shutdown ended */
-  sim_device* dev;    /* NULL until the first init, and after shutdown */
+  /* users dropped to 0, or a shutdown ended. A static initializer (the
+   * realtime clock, unlike sim_cond_init's monotonic one): only untimed
+   * waits use it. */
+  pthread_cond_t cv;
+  sim_device* dev; /* NULL until the first init, and after shutdown */
   sim_stream* stream;
   int sync;    /* SIMDEV_SYNC of the settings read at init */
   int tracing; /* SIMDEV_TRACE's file was started (once per process) */

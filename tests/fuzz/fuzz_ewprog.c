@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (program == NULL) return 0;
   memcpy(program, data + 2, size - 2);
   program[size - 2] = '\0';
-  static sk_ewprog prog;
+  static sa_ewprog prog;
   char err[200];
   bool ok = sa_ewprog_parse(program, n, &prog, err, sizeof(err));
   free(program);

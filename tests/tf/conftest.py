@@ -101,7 +101,10 @@ def raw_equal(a, b):
     """Bit-exact comparison of two numpy arrays: dtype, shape and bytes.
     Returns a dict for the report (first differing byte, if any)."""
     import numpy as _np
-    a = _np.ascontiguousarray(a); b = _np.ascontiguousarray(b)
+    # not ascontiguousarray: it makes a 0-d array 1-d, and () must not
+    # compare equal to (1,)
+    a = _np.array(a, order="C", copy=None)
+    b = _np.array(b, order="C", copy=None)
     out = {"dtype_a": str(a.dtype), "dtype_b": str(b.dtype),
            "shape_a": list(a.shape), "shape_b": list(b.shape)}
     same = a.dtype == b.dtype and a.shape == b.shape

@@ -1,6 +1,6 @@
 """Elementwise kernels on SIMDEV against NumPy and TF's CPU kernels.
 
-Covers src/kernels/cwise*.c: binary ops with broadcasting (AddV2, Sub, Mul,
+Covers src/kernels/math/cwise*.c: binary ops with broadcasting (AddV2, Sub, Mul,
 RealDiv, DivNoNan, Maximum, Minimum, Pow, SquaredDifference), unary ops (Neg,
 Square, Sqrt, Rsqrt, Exp, Log, Tanh, Sigmoid, Relu, Abs, Reciprocal),
 activation gradients (ReluGrad, TanhGrad, SigmoidGrad, SqrtGrad, RsqrtGrad),

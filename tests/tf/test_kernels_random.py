@@ -1,4 +1,4 @@
-"""The stateless random kernels on SIMDEV (src/kernels/random*.c) against
+"""The stateless random kernels on SIMDEV (src/kernels/random/) against
 TF's CPU kernels, bit for bit, with soft placement off.
 
 Covered: every registered op and dtype (float32/float64/float16/bfloat16,

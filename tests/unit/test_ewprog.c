@@ -73,7 +73,7 @@ static void table_is_ewops(void** state) {
 
 static void parse_good(void** state) {
   (void)state;
-  static sk_ewprog p;
+  static sa_ewprog p;
   char err[300];
   assert_true(sa_ewprog_parse("$0 $1 Sub $2 Mul", 3, &p, err, sizeof(err)));
   assert_int_equal(p.nins, 5);
@@ -89,7 +89,7 @@ static void parse_good(void** state) {
 
 /* The program fails to parse and the message contains `key`. */
 static void bad(const char* program, int n, const char* key) {
-  static sk_ewprog p;
+  static sa_ewprog p;
   char err[300];
   assert_false(sa_ewprog_parse(program, n, &p, err, sizeof(err)));
   if (strstr(err, key) == NULL)
@@ -124,7 +124,7 @@ static void parse_bad(void** state) {
   while (strlen(buf) <= SA_EWPROG_MAX_LEN) strcat(buf, " Abs");
   bad(buf, 1, "longer than the limit of 4096");
   /* a tiny error buffer is still terminated */
-  static sk_ewprog p;
+  static sa_ewprog p;
   char small[8];
   assert_false(sa_ewprog_parse("$0 Foo", 1, &p, small, sizeof(small)));
   assert_int_equal(strlen(small), 7);
@@ -193,7 +193,7 @@ static void broadcast(void** state) {
 static void evaluate(void** state) {
   (void)state;
   enum { R = 37, C = 301 };
-  static sk_ewprog prog;
+  static sa_ewprog prog;
   static sa_ewprog_plan plan;
   char err[300];
   assert_true(

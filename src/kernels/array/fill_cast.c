@@ -1,5 +1,5 @@
 /*
- * fill_cast.c - the misc kernel family's metadata op Bitcast (the output
+ * fill_cast.c - the array kernel family's metadata op Bitcast (the output
  * aliases the input buffer, nothing runs on the stream), fills (Fill,
  * ZerosLike, OnesLike) and Cast; shape_ops.c holds the ops that reorder or
  * replicate data, with the helpers of array.h.

@@ -49,6 +49,21 @@ bool sk_attr_type(TF_OpKernelConstruction* c, const char* name,
   return attr_status(c, st);
 }
 
+bool sk_attr_types(TF_OpKernelConstruction* c, const char* name,
+                   TF_DataType* out, int n) {
+  TF_Status* st = TF_NewStatus();
+  TF_OpKernelConstruction_GetAttrTypeList(c, name, out, n, st);
+  return attr_status(c, st);
+}
+
+bool sk_attr_strings(TF_OpKernelConstruction* c, const char* name, char** vals,
+                     size_t* lens, int n, char* storage, size_t storage_size) {
+  TF_Status* st = TF_NewStatus();
+  TF_OpKernelConstruction_GetAttrStringList(c, name, vals, lens, n, storage,
+                                            storage_size, st);
+  return attr_status(c, st);
+}
+
 bool sk_attr_bool(TF_OpKernelConstruction* c, const char* name, bool* out) {
   TF_Status* st = TF_NewStatus();
   TF_Bool v = 0;

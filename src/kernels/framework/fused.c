@@ -65,13 +65,7 @@ static bool read_ops(TF_OpKernelConstruction* c, char** ops, size_t* lens,
   }
   *n = size > 0 ? size : 0;
   if (size <= 0) return true;
-  TF_Status* st = TF_NewStatus();
-  TF_OpKernelConstruction_GetAttrStringList(c, "fused_ops", ops, lens, size,
-                                            storage, SKF_STORAGE, st);
-  bool ok = TF_GetCode(st) == TF_OK;
-  if (!ok) TF_OpKernelConstruction_Failure(c, st);
-  TF_DeleteStatus(st);
-  return ok;
+  return sk_attr_strings(c, "fused_ops", ops, lens, size, storage, SKF_STORAGE);
 }
 
 bool skf_attrs_read(TF_OpKernelConstruction* c, const char* what,

@@ -164,6 +164,14 @@ bool sk_attr_size(TF_OpKernelConstruction* c, const char* name,
 /* Copies a string attribute into buf (NUL-terminated). */
 bool sk_attr_string(TF_OpKernelConstruction* c, const char* name, char* buf,
                     size_t len);
+/* A list of n types (n from sk_attr_size, which the caller bounds), and a
+ * list of n strings: vals[i] points into storage (of storage_size bytes,
+ * at least sk_attr_size's total), lens[i] its length, no NUL (TF's
+ * GetAttrStringList). */
+bool sk_attr_types(TF_OpKernelConstruction* c, const char* name,
+                   TF_DataType* out, int n);
+bool sk_attr_strings(TF_OpKernelConstruction* c, const char* name, char** vals,
+                     size_t* lens, int n, char* storage, size_t storage_size);
 /* Reads an int list of at most max entries; *count receives its length. */
 bool sk_attr_ints(TF_OpKernelConstruction* c, const char* name, int64_t* out,
                   int max, int* count);

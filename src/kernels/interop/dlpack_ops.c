@@ -61,8 +61,8 @@ _Static_assert(DLP_MAX_DIMS == SK_MAX_DIMS,
  * int32: TF keeps the int32 tensors of every non-CPU device in host memory
  * and copies them to and from the CPU on its own, so an int32 "SIMDEV"
  * tensor has no SIMDEV buffer to share. */
-#define DLPACK_TYPES                                                         \
-  "{half, bfloat16, float, double, int8, int16, int64, uint8, uint16, "     \
+#define DLPACK_TYPES                                                    \
+  "{half, bfloat16, float, double, int8, int16, int64, uint8, uint16, " \
   "uint32, uint64, bool, complex64, complex128}"
 
 static const TF_DataType kTypes[] = {
@@ -73,14 +73,21 @@ static const TF_DataType kTypes[] = {
 static bool to_dl_dtype(TF_DataType t, DLDataType* out) {
   uint8_t code;
   switch (t) {
-    case TF_HALF: case TF_FLOAT: case TF_DOUBLE: code = kDLFloat; break;
+    case TF_HALF:
+    case TF_FLOAT:
+    case TF_DOUBLE: code = kDLFloat; break;
     case TF_BFLOAT16: code = kDLBfloat; break;
-    case TF_INT8: case TF_INT16: case TF_INT32: case TF_INT64:
-      code = kDLInt; break;
-    case TF_UINT8: case TF_UINT16: case TF_UINT32: case TF_UINT64:
-      code = kDLUInt; break;
+    case TF_INT8:
+    case TF_INT16:
+    case TF_INT32:
+    case TF_INT64: code = kDLInt; break;
+    case TF_UINT8:
+    case TF_UINT16:
+    case TF_UINT32:
+    case TF_UINT64: code = kDLUInt; break;
     case TF_BOOL: code = kDLBool; break;
-    case TF_COMPLEX64: case TF_COMPLEX128: code = kDLComplex; break;
+    case TF_COMPLEX64:
+    case TF_COMPLEX128: code = kDLComplex; break;
     default: return false;
   }
   out->code = code;
@@ -104,7 +111,9 @@ typedef struct export_args {
   int64_t shape[DLP_MAX_DIMS];
 } export_args;
 
-static void release_tensor(void* owner) { TF_DeleteTensor(owner); }
+static void release_tensor(void* owner) {
+  TF_DeleteTensor(owner);
+}
 
 static void export_run(sk_launch* l, void* p) {
   export_args* a = p;
@@ -113,8 +122,8 @@ static void export_run(sk_launch* l, void* p) {
   int rc;
   if (a->versioned) {
     DLManagedTensorVersioned* m = NULL;
-    rc = dlp_export_versioned(data, a->dtype, a->ndim, a->shape, false,
-                              a->keep, release_tensor, &m);
+    rc = dlp_export_versioned(data, a->dtype, a->ndim, a->shape, false, a->keep,
+                              release_tensor, &m);
     *a->address = (int64_t)(intptr_t)m;
   } else {
     DLManagedTensor* m = NULL;
@@ -265,7 +274,7 @@ static void import_compute(sk_launch* l, void* state) {
             "SimdevFromDlpack: address must be an int64 scalar");
     return;
   }
-  void* managed = (void*)(intptr_t)*(const int64_t*)sk_data(addr_t);
+  void* managed = (void*)(intptr_t) * (const int64_t*)sk_data(addr_t);
   if (managed == NULL) {
     sk_fail(l, TF_INVALID_ARGUMENT, "SimdevFromDlpack: address is NULL");
     return;
@@ -408,13 +417,16 @@ static bool define_op(const char* name, const char* const* specs,
 }
 
 bool sk_register_dlpack_ops(char* msg, size_t len) {
-  static const char* const kTo[] = {
-      "i:tensor: T", "o:address: int64", "a:T: " DLPACK_TYPES,
-      "a:versioned: bool = false", NULL};
+  static const char* const kTo[] = {"i:tensor: T", "o:address: int64",
+                                    "a:T: " DLPACK_TYPES,
+                                    "a:versioned: bool = false", NULL};
   static const char* const kFrom[] = {
-      "i:address: int64", "o:tensor: dtype", "a:dtype: " DLPACK_TYPES,
+      "i:address: int64",
+      "o:tensor: dtype",
+      "a:dtype: " DLPACK_TYPES,
       "a:versioned: bool = false",
-      "a:copy: {'never', 'if_needed', 'always'} = 'never'", NULL};
+      "a:copy: {'never', 'if_needed', 'always'} = 'never'",
+      NULL};
   if (!define_op("SimdevToDlpack", kTo, scalar_shape, msg, len) ||
       !define_op("SimdevFromDlpack", kFrom, unknown_shape, msg, len))
     return false;

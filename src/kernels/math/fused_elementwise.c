@@ -54,12 +54,12 @@ _Static_assert(SA_EWPROG_MAX_DIMS == SK_MAX_DIMS,
 #define EW_GRAIN (1 << 15)
 
 typedef struct ew_state {
-  sk_ewprog prog;
+  sa_ewprog prog;
 } ew_state;
 
 typedef struct ew_args {
   TF_DataType dt;
-  sk_ewprog prog;
+  sa_ewprog prog;
   sa_ewprog_plan plan;
   const void* in[SA_EWPROG_MAX_INPUTS];
   void* out;

@@ -277,14 +277,9 @@ static bool fused_attrs(TF_OpKernelConstruction* c, skc_attrs* at) {
   char ff[16] = "";
   if (!sk_attr_type(c, "T", &t) || !sk_attr_size(c, "TArgs", &nargs, NULL))
     return false;
-  if (nargs >= 1 && nargs <= 8) { /* more: refused below by count */
-    TF_Status* st = TF_NewStatus();
-    TF_OpKernelConstruction_GetAttrTypeList(c, "TArgs", targs, nargs, st);
-    bool ok = TF_GetCode(st) == TF_OK;
-    if (!ok) TF_OpKernelConstruction_Failure(c, st);
-    TF_DeleteStatus(st);
-    if (!ok) return false;
-  }
+  /* more than 8: refused below by count */
+  if (nargs >= 1 && nargs <= 8 && !sk_attr_types(c, "TArgs", targs, nargs))
+    return false;
   if (!sk_attr_int(c, "num_host_args", &nhost) ||
       !sk_attr_string(c, "filter_format", ff, sizeof(ff)))
     return false;
