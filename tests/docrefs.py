@@ -7,7 +7,8 @@ An identifier ending in "_" (`sim_mutex_*`) names a family: some identifier
 must start with it; a path with `*`, `<name>` or `{a,b}` is a pattern some
 file must match. Names a recipe invents for its example, and removed files
 a recorded run names, are listed in EXAMPLES with the place that names them.
-Line numbers (`stream.c:112`) are not checked.
+Line numbers (`stream.c:112`) are not checked. Every graph pass of
+src/graph/passes.def must be named in README.md and docs/graph-optimizer.md.
 
 Usage: python3 tests/docrefs.py SOURCE_DIR    exit 1 and a list when stale.
 """
@@ -25,6 +26,7 @@ CODE_DIRS = ("src", "tests", "bench", "scripts", "examples", "python", "cmake")
 EXAMPLES = {
     # CONTRIBUTING.md, "Add a graph pass": the example pass
     "sg_pass_drop_identity", "src/graph/drop_identity.c",
+    "tests/unit/test_graph_*.c",  # (the file a growing pass test moves to)
     # docs/debugging.md, valgrind: the removed file a recorded run used
     "tests/valgrind.supp",
 }
@@ -73,7 +75,7 @@ def stale(root):
             if nxt[:1] in ("*", "<", "{") or nxt == ".*":
                 tail = re.match(r"[^\s`'\"()|\]]*", text[m.end():]).group(0)
                 pat = re.sub(r"<[^>]*>|\{[^}]*\}", "*", m.group(1) + tail)
-                if not glob.glob(os.path.join(root, pat)):
+                if pat not in EXAMPLES and not glob.glob(os.path.join(root, pat)):
                     line = text.count("\n", 0, m.start()) + 1
                     bad.append(f"{rel}:{line}: nothing matches {pat}")
                 continue
@@ -83,8 +85,37 @@ def stale(root):
     return bad
 
 
+def passes_named(root):
+    """Every pass of src/graph/passes.def is named where users choose
+    passes: README.md's SIMDEV_GRAPH_PASSES row and pass list, and
+    docs/graph-optimizer.md (its run order and its section)."""
+    with open(os.path.join(root, "src", "graph", "passes.def"),
+              encoding="utf-8") as f:
+        names = re.findall(r"^SG_PASS\((\w+),", f.read(), re.M)
+    bad = [] if names else ["src/graph/passes.def: no SG_PASS line read"]
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    row = next((l for l in readme.splitlines()
+                if l.startswith("| `SIMDEV_GRAPH_PASSES`")), "")
+    with open(os.path.join(root, "docs", "graph-optimizer.md"),
+              encoding="utf-8") as f:
+        chapter = f.read()
+    order = re.search(r"order of\s+`src/graph/passes.def`:([^(]*)", chapter)
+    if order is None or re.findall(r"`(\w+)`", order.group(1)) != names:
+        bad.append("docs/graph-optimizer.md: the run order after "
+                   f"\"order of `src/graph/passes.def`:\" is not {names}")
+    for n in names:
+        if f"`{n}`" not in row:
+            bad.append(f"README.md: the SIMDEV_GRAPH_PASSES row misses `{n}`")
+        if f"- `{n}`:" not in readme:
+            bad.append(f"README.md: the pass list misses \"- `{n}`:\"")
+        if f"`{n}`" not in chapter.split("order of", 1)[-1].split("\n", 3)[-1]:
+            bad.append(f"docs/graph-optimizer.md: no section names `{n}`")
+    return bad
+
+
 def main(root):
-    bad = stale(root)
+    bad = stale(root) + passes_named(root)
     for b in bad:
         print(b)
     print("docrefs: " + (f"{len(bad)} stale references" if bad else "ok"))

@@ -2,8 +2,8 @@
  * passes.h - the passes and the driver that runs them (pass.c).
  *
  * Each pass is `int sg_pass_<name>(sg_graph*, const sg_ctx*, sg_err*)` in
- * its own file, listed with one line in passes.def (run order: fold_pad,
- * remap, elementwise), which declares it here and puts it in pass.c's table.
+ * its own file, listed with one line in passes.def (in run order), which
+ * declares it here and puts it in pass.c's table.
  * A pass never calls pass.c (tests/layering.py forbids the circle).
  *
  * SIMDEV_GRAPH_PASSES chooses the passes (read once, by TF_InitGraph and
