@@ -18,6 +18,11 @@ SIMDEV_GRAPH_PASSES=elementwise (the pass under test alone). The tests then chec
   fused trees; a preserved intermediate (simdev_graph_opt --preserve) stays
   a node and splits the tree; nodes placed on the CPU are untouched; half
   and integer chains and gradient ops (TanhGrad) are left alone;
+- every row of src/arith/ewops.h (ewtable.ROWS), float and double, in a
+  chain OP(x * w [, y]) * z: a unary or binary row's op is fused, with the
+  chain, into one node whose program is the chain's and no node of the op
+  is left, results equal passes off bit for bit; a gradient row's op and
+  its neighbours stay nodes (the pass leaves gradient ops alone, is_grad);
 - limits: a chain of 140 ops over 21 inputs and a right-deep expression are
   cut into trees within the kernel's limits (ops, inputs, stack), no op lost;
 - idempotence: the optimized graphs fed to simdev_graph_opt come back
@@ -31,12 +36,22 @@ import pytest
 
 # TABLE: {op name: arity}, the fusable-op table (src/arith/ewops.h's rows,
 # which ewprog.c's table is built from)
-from ewtable import TABLE
+from ewtable import ROWS, TABLE
 from graphutil import IMPORT
 
 LIMIT_OPS, LIMIT_INPUTS, LIMIT_STACK = 64, 16, 16  # ewprog.h
 
-SCRIPT = IMPORT + f"TABLE = {sorted(TABLE)!r}\n" + r'''
+# The rows of ewops.h the pass fuses (unary U, binary B) and the gradient
+# rows it leaves alone (fuse_elementwise.c's is_grad: TF's gradient kernels
+# require equal shapes, the fused kernel broadcasts), although ewprog.c's
+# table, and so the fused kernel, has them too.
+FUSED_ROWS = [r for r in ROWS if r.kind in "UB"]
+GRAD_ROWS = [r for r in ROWS if r.kind == "G"]
+ROW_DTYPES = ("float32", "float64")
+
+SCRIPT = IMPORT + (f"TABLE = {sorted(TABLE)!r}\n"
+                   f"KINDS = {dict((r.name, r.kind) for r in ROWS)!r}\n"
+                   f"ROW_DTYPES = {ROW_DTYPES!r}\n") + r'''
 import sys, os
 sys.path.insert(0, os.path.join(os.path.dirname(graphutil.__file__), "..", "..", "examples"))
 import numpy as np
@@ -59,11 +74,13 @@ def summary(graphs):
 def as_np(r):
     return [t.numpy() for t in (r if isinstance(r, (tuple, list)) else (r,))]
 
-def both(body, arrays, dtype):
+def both(body, arrays, dtype, cpu=True):
     """body's tf.function with the plugin's passes off and on (fresh
-    functions), and on TF's CPU: graphs, bit equality, closeness."""
+    functions), and (cpu) on TF's CPU: graphs, bit equality, closeness,
+    whether the results are finite."""
     out = {}
-    for name, on, dev in (("off", False, D), ("on", True, D), ("cpu", True, CPU)):
+    runs = (("off", False, D), ("on", True, D)) + ((("cpu", True, CPU),) if cpu else ())
+    for name, on, dev in runs:
         graphutil.plugin_optimizers(on)
         with tf.device(dev):
             args = [tf.constant(a, dtype=dtype) for a in arrays]
@@ -71,17 +88,20 @@ def both(body, arrays, dtype):
         with tf.device(dev):
             out[name] = graphutil.collect(f, *args)
     graphutil.plugin_optimizers(True)
-    off, on, cpu = (as_np(out[k].result) for k in ("off", "on", "cpu"))
+    off, on = (as_np(out[k].result) for k in ("off", "on"))
     res = out["on"].result
     res = res if isinstance(res, (tuple, list)) else (res,)
-    return {"off": summary(out["off"].post), "on": summary(out["on"].post),
-            "equal": [raw_equal(a, b)["equal"] for a, b in zip(off, on)],
-            "close_cpu": [bool(np.allclose(a.astype(np.float64), b.astype(np.float64),
+    r = {"off": summary(out["off"].post), "on": summary(out["on"].post),
+         "equal": [raw_equal(a, b)["equal"] for a, b in zip(off, on)],
+         "finite": [bool(np.isfinite(a).all()) for a in on],
+         "devices": [t.device for t in res]}
+    if cpu:
+        r["close_cpu"] = [bool(np.allclose(a.astype(np.float64), b.astype(np.float64),
                                            rtol=1e-5, atol=1e-6, equal_nan=True))
-                          for a, b in zip(on, cpu)],
-            "devices": [t.device for t in res],
-            "graph_on": out["on"].post[0].SerializeToString().hex(),
-            "graph_off": out["off"].post[0].SerializeToString().hex()}
+                          for a, b in zip(on, as_np(out["cpu"].result))]
+        r["graph_on"] = out["on"].post[0].SerializeToString().hex()
+        r["graph_off"] = out["off"].post[0].SerializeToString().hex()
+    return r
 
 def arr(*shape, lo=-2.0, hi=2.0):
     return rng.uniform(lo, hi, size=shape)
@@ -144,6 +164,55 @@ def _():
     def g(x, y):
         return tf.raw_ops.TanhGrad(y=tf.tanh(x), dy=x * y)
     return both(g, [arr(16), arr(16)], "float32")
+
+# ---- every row of ewops.h inside a chain --------------------------------------
+# Unary:  OP(x * w) * z;  binary and gradient:  OP(x * w, y) * z, all four
+# operands arguments: with constants Grappler rewrites such chains before
+# the pass sees them (x * 2 * 3 folds to x * 6, (x - y) + 1 becomes
+# x + (1 - y), (x + y) + 1 an AddN, -x + 1 a Sub), so the case would no
+# longer hold the op it is about. w is 2 and x is fed halved (exact), so
+# that OP meets the operand its domain wants.
+import zlib
+from tensorflow.python.framework import op_def_registry
+
+def table_op(op, *ts):
+    names = [a.name for a in op_def_registry.get(op).input_arg]
+    return getattr(tf.raw_ops, op)(**dict(zip(names, ts)))
+
+def row_arrays(op, dt, shape=(5, 7)):
+    # operands in the op's domain (as op_inputs of
+    # test_kernels_fused_elementwise.py): finite results. A generator per
+    # case: the other cases' data stay what they were.
+    g = np.random.default_rng(zlib.crc32(f"row:{op}:{dt}".encode()))
+    u = lambda lo, hi: g.uniform(lo, hi, shape)
+    away = lambda: np.where(g.uniform(size=shape) < 0.5, -1, 1) * u(0.25, 4)
+    x = {"Sqrt": lambda: u(0.05, 8), "Rsqrt": lambda: u(0.05, 8),
+         "Log": lambda: u(0.05, 8), "Log1p": lambda: u(-0.9, 4),
+         "Reciprocal": away, "Relu6": lambda: u(-2, 8),
+         "Softplus": lambda: u(-20, 20), "Pow": lambda: u(0.1, 3),
+         "Round": lambda: np.round(g.uniform(-8, 8, shape) * 2) / 2,  # ties
+         "TanhGrad": lambda: u(-0.99, 0.99), "SigmoidGrad": lambda: u(0.01, 0.99),
+         "SqrtGrad": lambda: u(0.1, 3), "RsqrtGrad": lambda: u(0.1, 3),
+         }.get(op, lambda: u(-4, 4))()
+    w, z = np.full(shape, 2.0), u(0.5, 1.5)
+    if KINDS[op] == "U":
+        return [x / 2, w, z]
+    y = {"RealDiv": away,
+         "DivNoNan": lambda: np.where(g.uniform(size=shape) < 0.2, 0.0, u(-2, 2)),
+         "Relu6Grad": lambda: u(-2, 8),
+         "EluGrad": lambda: u(-0.9, 2), "SeluGrad": lambda: u(-1.7, 2),
+         }.get(op, lambda: u(-2, 2))()
+    return [x / 2, w, y, z]
+
+for op in sorted(KINDS):
+    for dt in ROW_DTYPES:
+        def run_row(op=op, dt=dt):
+            if KINDS[op] == "U":
+                body = lambda x, w, z: table_op(op, x * w) * z
+            else:
+                body = lambda x, w, y, z: table_op(op, x * w, y) * z
+            return both(body, row_arrays(op, dt), dt, cpu=False)
+        check(f"row:{op}:{dt}")(run_row)
 
 @check("long")
 def _():
@@ -412,6 +481,49 @@ def test_gradient_ops_are_left_alone(ew):
     assert r["on"]["fused"] == []
     assert r["on"]["table_ops"] == r["off"]["table_ops"] == ["Mul", "Tanh",
                                                              "TanhGrad"]
+
+
+@pytest.mark.parametrize("dt", ROW_DTYPES)
+@pytest.mark.parametrize("row", FUSED_ROWS, ids=[r.name for r in FUSED_ROWS])
+def test_every_fusable_row_is_fused(ew, row, dt):
+    """OP(x * w [, y]) * z for each unary and binary row: one fused node
+    runs the whole chain, OP included, and no unfused OP is left. Bit for
+    bit: the kernel evaluates each op with the unfused kernel's scalar
+    function, in T (fuse_elementwise.c, "Why this is safe")."""
+    r = ew.data(f"row:{row.name}:{dt}")
+    assert all(r["equal"]), r["equal"]  # bit for bit vs passes off
+    assert all(r["finite"]), r["finite"]  # inputs in the op's domain
+    assert all("SIMDEV" in d for d in r["devices"]), r["devices"]
+    # the case is what it says: Grappler kept the chain, OP on SIMDEV
+    assert r["off"]["table_ops"] == sorted(["Mul", row.name, "Mul"]), r["off"]
+    assert any(op == row.name and "SIMDEV" in dev
+               for op, dev, _ in r["off"]["nodes"].values()), r["off"]["nodes"]
+    assert r["off"]["fused"] == []
+    # one fused node, and it runs OP
+    assert [row.name in prog_ops(f["program"]) for f in r["on"]["fused"]] == [True], (
+        f"{row.name} is not fused with its chain", r["on"]["fused"], r["on"]["table_ops"])
+    (f,) = r["on"]["fused"]
+    assert f["program"] == expected_program(r["off"]["nodes"], f["name"]), f
+    assert prog_ops(f["program"]) == lost_ops(r)
+    assert r["on"]["table_ops"] == [], r["on"]["table_ops"]  # no OP unfused
+    assert not any(op == row.name for op, _, _ in r["on"]["nodes"].values())
+    assert f["T"] == {"float32": "DT_FLOAT", "float64": "DT_DOUBLE"}[dt]
+    assert_fused_well_formed(r)
+
+
+@pytest.mark.parametrize("dt", ROW_DTYPES)
+@pytest.mark.parametrize("row", GRAD_ROWS, ids=[r.name for r in GRAD_ROWS])
+def test_every_gradient_row_is_left_alone(ew, row, dt):
+    """OP(x * w, y) * z for each gradient row: the pass leaves the gradient
+    op alone (is_grad), so the two Muls around it are single ops and
+    nothing is fused."""
+    r = ew.data(f"row:{row.name}:{dt}")
+    assert all(r["equal"]), r["equal"]
+    assert all(r["finite"]), r["finite"]
+    assert all("SIMDEV" in d for d in r["devices"]), r["devices"]
+    assert r["on"]["fused"] == [], r["on"]["fused"]
+    assert r["on"]["table_ops"] == r["off"]["table_ops"] == sorted(
+        ["Mul", row.name, "Mul"]), (r["off"]["table_ops"], r["on"]["table_ops"])
 
 
 @pytest.mark.parametrize("case", ["long", "deep"])
