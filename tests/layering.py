@@ -57,6 +57,8 @@ PUBLIC = {
     "pbwire": "pbwire/pbwire.h",
     "graph": "graph/graph.h",
     "profiler": "profiler/sp.h",
+    # what differs between TF releases, and TF functions found at run time
+    "tfcompat": "tfcompat/tfc.h",
 }
 _FAMILY = ("kernels/framework", "arith")
 # Rule 2: module -> the modules it may include (the layers below it).
@@ -65,22 +67,24 @@ DEPENDS = {
     "pbwire": (),
     "dlpack": (),
     "arith": ("device_sim",),  # sim_err codes only (sim.h)
-    "profiler": ("device_sim", "pbwire"),
-    "se": ("device_sim", "profiler"),
-    "graph": ("arith", "pbwire"),
+    "tfcompat": (),
+    "profiler": ("device_sim", "pbwire", "tfcompat"),
+    "se": ("device_sim", "profiler", "tfcompat"),
+    "graph": ("arith", "pbwire", "tfcompat"),
     "xla": ("arith", "device_sim", "profiler"),
-    "kernels/framework": ("arith", "device_sim", "pbwire", "se"),
+    "kernels/framework": ("arith", "device_sim", "pbwire", "se", "tfcompat"),
     "kernels/math": _FAMILY,
     "kernels/nn": _FAMILY,
     "kernels/linalg": _FAMILY,
     "kernels/image": _FAMILY,
     "kernels/array": _FAMILY,
     "kernels/random": _FAMILY,
-    "kernels/interop": _FAMILY + ("dlpack", "se"),
+    "kernels/interop": _FAMILY + ("dlpack", "se", "tfcompat"),
 }
 # Rule 2: who may include "tensorflow/...": the TF boundaries. A module
 # name admits all its files; a path admits one file.
-TF_USERS = ("se", "kernels/framework", "kernels/math", "kernels/interop",
+TF_USERS = ("tfcompat", "se", "kernels/framework", "kernels/math",
+            "kernels/interop",
             "graph/plugin.c", "profiler/plugin.c")
 
 # Rule 3: frozenset of files -> why the circle must be. Empty: none is needed.

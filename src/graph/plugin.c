@@ -30,13 +30,13 @@
  * TF_InitGraph returns); optimize_func keeps no other state and may run on
  * several threads at once.
  */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "graph/graph.h"
 #include "tensorflow/c/experimental/grappler/grappler.h"
+#include "tfcompat/tfc.h"
 
 /* TF_GetNodesToPreserveList[Size] are defined in libtensorflow_cc.so.2
  * (the wheel's C API library), not in libtensorflow_framework.so.2. The
@@ -206,28 +206,17 @@ static int parse_log(sg_err* err) {
                  v);
 }
 
-/* Finds TF_GetNodesToPreserveList[Size] in the process: wherever the
- * dynamic linker sees them globally, else in an already loaded
- * libtensorflow_cc.so.2 (TF's Python package loads it, possibly with
- * RTLD_LOCAL) or libtensorflow.so.2 (the C library distribution). Never
- * loads a library. The handle is kept: the functions must stay mapped. */
+/* Finds TF_GetNodesToPreserveList[Size] in the process (tfcompat/tfc.h:
+ * they live in libtensorflow_cc, which TF's Python package may load
+ * privately, so they are never linked). */
 static void resolve_preserve(void) {
-  static const char* const libs[] = {"libtensorflow_cc.so.2",
-                                     "libtensorflow.so.2"};
-  void* size_fn = dlsym(RTLD_DEFAULT, "TF_GetNodesToPreserveListSize");
-  void* list_fn = dlsym(RTLD_DEFAULT, "TF_GetNodesToPreserveList");
-  for (size_t i = 0; i < sizeof(libs) / sizeof(libs[0]); i++) {
-    if (size_fn != NULL && list_fn != NULL) break;
-    void* h = dlopen(libs[i], RTLD_LAZY | RTLD_NOLOAD);
-    if (h == NULL) continue;
-    size_fn = dlsym(h, "TF_GetNodesToPreserveListSize");
-    list_fn = dlsym(h, "TF_GetNodesToPreserveList");
-  }
-  if (size_fn == NULL || list_fn == NULL) return; /* optimize says so */
-  /* POSIX: a dlsym result converts to a function pointer; memcpy keeps
-   * ISO C quiet about it. */
-  memcpy(&g_preserve_size, &size_fn, sizeof(size_fn));
-  memcpy(&g_preserve_list, &list_fn, sizeof(list_fn));
+  __typeof__(g_preserve_size) size_fn = NULL;
+  __typeof__(g_preserve_list) list_fn = NULL;
+  if (!TFC_FIND(size_fn, TF_GetNodesToPreserveListSize) ||
+      !TFC_FIND(list_fn, TF_GetNodesToPreserveList))
+    return; /* optimize says so */
+  g_preserve_size = size_fn;
+  g_preserve_list = list_fn;
 }
 
 __attribute__((visibility("default"))) void TF_InitGraph(

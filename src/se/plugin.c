@@ -17,12 +17,12 @@
  * would make TF abort the process) but offers no device, says why in one
  * line on stderr, and TF_InitKernel registers no kernel.
  */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "profiler/sp.h"
 #include "se/se_internal.h"
+#include "tfcompat/tfc.h"
 
 /* The release whose headers simdev was built against, "major.minor.patch",
  * from the wheel's metadata (CMakeLists.txt). */
@@ -190,16 +190,8 @@ static int same_release(const char* a, const char* b) {
  * lives in libtensorflow_cc, which TF's Python module loads with global
  * symbols; the RTLD_NOLOAD lookup covers a host that loaded it locally. */
 static const char* running_tf_version(void) {
-  typedef const char* (*version_fn)(void);
-  version_fn fn = (version_fn)dlsym(RTLD_DEFAULT, "TF_Version");
-  if (fn == NULL) {
-    void* h = dlopen("libtensorflow_cc.so.2", RTLD_LAZY | RTLD_NOLOAD);
-    if (h != NULL) {
-      fn = (version_fn)dlsym(h, "TF_Version");
-      dlclose(h); /* drops only the reference NOLOAD took */
-    }
-  }
-  return fn ? fn() : NULL;
+  const char* (*fn)(void) = NULL;
+  return TFC_FIND(fn, TF_Version) ? fn() : NULL;
 }
 
 /* An alloc rule in SIMDEV_FAULTS counts simdev's allocations; with TF's BFC

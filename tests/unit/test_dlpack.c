@@ -7,9 +7,17 @@
  * Leaks (a deleter that does not free, an error path that keeps its block)
  * are caught by the memcheck variant of this test.
  */
+#include "dlp.h"
 #include "testutil.h"
 
-#include "dlp.h"
+/* TF 2.16-2.19 ship DLPack 1.0's header, 2.20 on 1.1's (docs/tf-releases.md).
+ * The cases below use codes and a flag 1.1 added, by their 1.1 values, so
+ * the same test runs against both: simdev must refuse those dtypes and
+ * ignore that flag whichever header it was built with. */
+#if DLPACK_MAJOR_VERSION == 1 && DLPACK_MINOR_VERSION < 1
+enum { kDLFloat8_e4m3fn = 10, kDLFloat4_e2m1fn = 17 };
+#define DLPACK_FLAG_BITMASK_IS_COPIED (1UL << 1)
+#endif
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -56,7 +64,9 @@ static void release_cb(void* owner) {
   g_rel.last_owner = owner;
 }
 
-static void reset_rel(void) { memset(&g_rel, 0, sizeof(g_rel)); }
+static void reset_rel(void) {
+  memset(&g_rel, 0, sizeof(g_rel));
+}
 
 /* Compact row-major strides the way the exporter defines them (a zero dim
  * counts as 1, as in PyTorch). */
@@ -142,8 +152,8 @@ static void dtype_sizes(void** state) {
       {200, 32, 1, 0},
   };
   for (size_t i = 0; i < TU_ARRAY_SIZE(cases); i++) {
-    size_t got = dlp_dtype_size(dt(cases[i].code, cases[i].bits,
-                                   cases[i].lanes));
+    size_t got =
+        dlp_dtype_size(dt(cases[i].code, cases[i].bits, cases[i].lanes));
     if (got != cases[i].want) {
       print_message("case %zu: code %u bits %u lanes %u: size %zu, want %zu\n",
                     i, cases[i].code, cases[i].bits, cases[i].lanes, got,
@@ -161,9 +171,11 @@ typedef struct shape_case {
 } shape_case;
 
 static const shape_case kShapes[] = {
-    {0, {0}},          {1, {5}},       {2, {2, 3}},       {3, {4, 1, 7}},
-    {3, {2, 0, 3}},    {2, {0, 0}},    {1, {0}},          {4, {2, 3, 4, 5}},
-    {2, {1, 1}},       {6, {1, 2, 1, 3, 1, 2}},
+    {0, {0}},       {1, {5}},
+    {2, {2, 3}},    {3, {4, 1, 7}},
+    {3, {2, 0, 3}}, {2, {0, 0}},
+    {1, {0}},       {4, {2, 3, 4, 5}},
+    {2, {1, 1}},    {6, {1, 2, 1, 3, 1, 2}},
 };
 
 static void export_legacy_fields(void** state) {
@@ -241,8 +253,8 @@ static void export_null_release(void** state) {
   DLManagedTensor* l = NULL;
   DLManagedTensorVersioned* v = NULL;
   reset_rel();
-  assert_int_equal(
-      dlp_export_legacy(g_buf, kF32, 2, shape, &g_rel, NULL, &l), DLP_OK);
+  assert_int_equal(dlp_export_legacy(g_buf, kF32, 2, shape, &g_rel, NULL, &l),
+                   DLP_OK);
   assert_int_equal(
       dlp_export_versioned(g_buf, kF32, 2, shape, true, &g_rel, NULL, &v),
       DLP_OK);
@@ -262,9 +274,9 @@ static void export_independent(void** state) {
   reset_rel();
   assert_int_equal(dlp_export_legacy(g_buf, kF32, 1, sa, &a, release_cb, &ma),
                    DLP_OK);
-  assert_int_equal(dlp_export_versioned(g_buf + 4, kF32, 2, sb, false, &b,
-                                        release_cb, &mb),
-                   DLP_OK);
+  assert_int_equal(
+      dlp_export_versioned(g_buf + 4, kF32, 2, sb, false, &b, release_cb, &mb),
+      DLP_OK);
   assert_ptr_not_equal(ma->dl_tensor.shape, mb->dl_tensor.shape);
   mb->deleter(mb);
   assert_int_equal(g_rel.calls, 1);
@@ -308,11 +320,16 @@ static void export_bad_args(void** state) {
     int which; /* 0 good, 1 NULL, 2 neg, 3 neg_last, 4 big */
     DLDataType dtype;
   } cases[] = {
-      {-1, 0, {kDLFloat, 32, 1}},         {DLP_MAX_DIMS + 1, 4, {kDLFloat, 32, 1}},
-      {2, 1, {kDLFloat, 32, 1}},          {1, 1, {kDLFloat, 32, 1}},
-      {3, 2, {kDLFloat, 32, 1}},          {2, 3, {kDLFloat, 32, 1}},
-      {2, 0, {kDLFloat, 32, 2}},          {2, 0, {kDLFloat, 8, 1}},
-      {2, 0, {kDLOpaqueHandle, 64, 1}},   {2, 0, {kDLBool, 16, 1}},
+      {-1, 0, {kDLFloat, 32, 1}},
+      {DLP_MAX_DIMS + 1, 4, {kDLFloat, 32, 1}},
+      {2, 1, {kDLFloat, 32, 1}},
+      {1, 1, {kDLFloat, 32, 1}},
+      {3, 2, {kDLFloat, 32, 1}},
+      {2, 3, {kDLFloat, 32, 1}},
+      {2, 0, {kDLFloat, 32, 2}},
+      {2, 0, {kDLFloat, 8, 1}},
+      {2, 0, {kDLOpaqueHandle, 64, 1}},
+      {2, 0, {kDLBool, 16, 1}},
   };
   for (size_t i = 0; i < TU_ARRAY_SIZE(cases); i++) {
     const int64_t* shape = cases[i].which == 0   ? good
@@ -355,7 +372,8 @@ static void export_bad_args(void** state) {
   assert_int_equal(g_rel.calls, 0);
 }
 
-/* ---------------------------------------------------------------- round trip */
+/* ---------------------------------------------------------------- round trip
+ */
 
 static void assert_view(const dlp_view* v, void* data, DLDataType dtype,
                         int ndim, const int64_t* shape, size_t esize) {
@@ -398,9 +416,9 @@ static void round_trip(void** state) {
 
     for (int ro = 0; ro < 2; ro++) {
       DLManagedTensorVersioned* m = NULL;
-      assert_int_equal(dlp_export_versioned(buf, kF32, ndim, shape, ro != 0,
-                                            NULL, NULL, &m),
-                       DLP_OK);
+      assert_int_equal(
+          dlp_export_versioned(buf, kF32, ndim, shape, ro != 0, NULL, NULL, &m),
+          DLP_OK);
       memset(&v, 0xa5, sizeof(v));
       msg[0] = '\0';
       rc = dlp_check_versioned(m, &v, msg, sizeof(msg));
@@ -416,9 +434,9 @@ static void round_trip(void** state) {
   /* Off the 64-byte boundary: still accepted, aligned64 false. */
   int64_t shape[1] = {8};
   DLManagedTensorVersioned* m = NULL;
-  assert_int_equal(dlp_export_versioned(buf + 1, kF32, 1, shape, false, NULL,
-                                        NULL, &m),
-                   DLP_OK);
+  assert_int_equal(
+      dlp_export_versioned(buf + 1, kF32, 1, shape, false, NULL, NULL, &m),
+      DLP_OK);
   dlp_view v;
   assert_int_equal(dlp_check_versioned(m, &v, NULL, 0), DLP_OK);
   assert_ptr_equal(v.data, buf + 1);
@@ -553,7 +571,9 @@ static void release_dev_buf(void* owner) {
   o->released++;
 }
 
-static void release_host_buf(void* owner) { free(owner); }
+static void release_host_buf(void* owner) {
+  free(owner);
+}
 
 typedef struct gather_job {
   dlp_view view;
@@ -626,9 +646,9 @@ static void device_round_trip(void** state) {
   foreign = malloc(sizeof(host));
   memcpy(foreign, host, sizeof(host));
   int64_t half[1] = {N / 2};
-  assert_int_equal(dlp_export_legacy(foreign, kF32, 1, half, foreign,
-                                     release_host_buf, &in),
-                   DLP_OK);
+  assert_int_equal(
+      dlp_export_legacy(foreign, kF32, 1, half, foreign, release_host_buf, &in),
+      DLP_OK);
   static int64_t every_other[1] = {2};
   in->dl_tensor.strides = every_other; /* the producer's own layout */
   gather_job job = {.dst = dst_host, .producer = in};
@@ -670,14 +690,14 @@ static int64_t g_shape33[DLP_MAX_DIMS + 1];
 static size_t make_rejects(reject_case* c, size_t cap) {
   size_t n = 0;
   for (size_t i = 0; i < TU_ARRAY_SIZE(g_shape33); i++) g_shape33[i] = 1;
-#define ADD(nm, which_, want_, word_)                   \
-  do {                                                  \
-    if (n == cap) abort();                              \
-    c[n].name = nm;                                     \
-    c[n].which = which_;                                \
-    c[n].want = want_;                                  \
-    c[n].word = word_;                                  \
-    n++;                                                \
+#define ADD(nm, which_, want_, word_) \
+  do {                                \
+    if (n == cap) abort();            \
+    c[n].name = nm;                   \
+    c[n].which = which_;              \
+    c[n].want = want_;                \
+    c[n].word = word_;                \
+    n++;                              \
   } while (0)
   for (size_t i = 0; i < cap; i++) c[i].t = valid_tensor();
 
@@ -876,7 +896,7 @@ static void check_accepts(void** state) {
   check_ok("zero dim NULL data NULL strides", &t, 0, 0);
 
   /* Strided: valid, but only for a copy (compact false). */
-  int64_t t_strides[2] = {1, 2}; /* 2x3 transposed (column-major) */
+  int64_t t_strides[2] = {1, 2};   /* 2x3 transposed (column-major) */
   int64_t pad_strides[2] = {4, 1}; /* rows padded to 4 */
   int64_t neg_strides[2] = {-3, 1};
   int64_t bcast_strides[2] = {0, 1};
@@ -942,8 +962,7 @@ static void check_managed(void** state) {
 
   assert_int_equal(dlp_check_legacy(NULL, &v, msg, sizeof(msg)), DLP_EINVAL);
   assert_non_null(strstr(msg, "NULL"));
-  assert_int_equal(dlp_check_versioned(NULL, &v, msg, sizeof(msg)),
-                   DLP_EINVAL);
+  assert_int_equal(dlp_check_versioned(NULL, &v, msg, sizeof(msg)), DLP_EINVAL);
   assert_non_null(strstr(msg, "NULL"));
 
   DLManagedTensorVersioned* m = NULL;
@@ -953,15 +972,12 @@ static void check_managed(void** state) {
   /* Another major version: refused before its tensor is looked at. */
   m->version.major = DLPACK_MAJOR_VERSION + 1;
   msg[0] = '\0';
-  assert_int_equal(dlp_check_versioned(m, &v, msg, sizeof(msg)),
-                   DLP_EVERSION);
+  assert_int_equal(dlp_check_versioned(m, &v, msg, sizeof(msg)), DLP_EVERSION);
   assert_non_null(strstr(msg, "version"));
   m->dl_tensor.ndim = -1;
-  assert_int_equal(dlp_check_versioned(m, &v, msg, sizeof(msg)),
-                   DLP_EVERSION);
+  assert_int_equal(dlp_check_versioned(m, &v, msg, sizeof(msg)), DLP_EVERSION);
   m->version.major = 0;
-  assert_int_equal(dlp_check_versioned(m, &v, msg, sizeof(msg)),
-                   DLP_EVERSION);
+  assert_int_equal(dlp_check_versioned(m, &v, msg, sizeof(msg)), DLP_EVERSION);
   /* A newer minor of the same major is fine. */
   m->dl_tensor.ndim = 2;
   m->version.major = DLPACK_MAJOR_VERSION;
@@ -983,8 +999,7 @@ static void check_managed(void** state) {
   assert_int_equal(dlp_export_legacy(g_buf, kF32, 2, shape, NULL, NULL, &l),
                    DLP_OK);
   l->dl_tensor.byte_offset = 8;
-  assert_int_equal(dlp_check_legacy(l, &v, msg, sizeof(msg)),
-                   DLP_EUNSUPPORTED);
+  assert_int_equal(dlp_check_legacy(l, &v, msg, sizeof(msg)), DLP_EUNSUPPORTED);
   assert_non_null(strstr(msg, "byte_offset"));
   l->deleter(l);
 }

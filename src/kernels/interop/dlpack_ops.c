@@ -44,6 +44,7 @@
 #include "dlpack/dlp.h"
 #include "kernels/framework/sk.h"
 #include "se/se.h"
+#include "tfcompat/tfc.h"
 
 /* TF 2.21's ops.h declares these as bare structs and then uses them without
  * `struct`, which only compiles as C++; in C the typedefs must come first. */
@@ -286,7 +287,7 @@ static void import_compute(sk_launch* l, void* state) {
   dlp_import_plan plan;
   char msg[256];
   if (dlp_plan_import(managed, s->versioned, want, s->copy,
-                      TF_TensorDefaultAlignment(), &plan, msg,
+                      tfc_tensor_alignment(), &plan, msg,
                       sizeof(msg)) != DLP_OK) {
     sk_fail(l, TF_INVALID_ARGUMENT, "SimdevFromDlpack: %s", msg);
     return;
