@@ -2,10 +2,10 @@
 
 A clean clone of HEAD (committed work only: uncommitted changes are not in
 it), then `pip wheel --no-deps -w dist .` with pip's default build isolation:
-the build environment gets tensorflow-cpu==2.21.0 and jaxlib==0.10.2 (for
-XLA's FFI header, xla/ffi/api/c_api.h, which libsimdev_xla.so is compiled
-against) from pyproject.toml's build-system.requires, and CMake fetches and
-builds jemalloc itself. This is
+the build environment gets tensorflow-cpu at the release this interpreter
+has (2.21.0 here) and jaxlib==0.10.2 (for XLA's FFI header,
+xla/ffi/api/c_api.h, which libsimdev_xla.so is compiled against) from
+scripts/tf_release.py, and CMake fetches and builds jemalloc itself. This is
 the slowest test of the suite (a few minutes: TensorFlow's 270 MB wheel into
 the build environment, jemalloc, the plugin); it needs the network (PyPI and
 deb.debian.org), as `pip install .` does.
@@ -341,9 +341,12 @@ def test_jax_runs_the_wheels_xla_library(venv):
 
 def test_wheel_build_without_tensorflow_is_an_error(tmp_path):
     """`pip wheel --no-build-isolation` with a Python that has scikit-build-core
-    but no TensorFlow: the build stops with CMake's message and no wheel is
-    written (a wheel without the plugin would install "successfully"). Fails
-    at CMake's TensorFlow check, before jemalloc is built: a few seconds."""
+    but no TensorFlow: the build stops with a message and no wheel is
+    written (a wheel without the plugin would install "successfully"). pip
+    stops first, at the wheel's metadata (scripts/tf_release.py cannot name
+    the TensorFlow release to depend on); CMake run by hand with
+    SIMDEV_REQUIRE_TF=ON (as `make` and a wheel build run it) stops at its
+    TensorFlow check, before jemalloc is built. A few seconds each."""
     src = tmp_path / "src"
     p = run(["git", "clone", "--quiet", ROOT, str(src)])
     assert p.returncode == 0, f"git clone failed: {p.stderr}"
@@ -359,7 +362,15 @@ def test_wheel_build_without_tensorflow_is_an_error(tmp_path):
     # CMake wraps its messages at a line width, so a long temporary path
     # can split a phrase across lines: compare with whitespace collapsed.
     flat = " ".join(log.split())
+    assert "no TensorFlow in the build environment" in flat, tail(log)
+    assert not glob.glob(str(src / "dist" / "*.whl")), "a wheel was written"
+    assert "jemalloc: building" not in log, tail(log)
+    p = run(["cmake", "-S", str(src), "-B", str(tmp_path / "b"),
+             "-DSIMDEV_REQUIRE_TF=ON", f"-DPython3_EXECUTABLE={py}"],
+            env=clean_env())
+    log = p.stdout + p.stderr
+    flat = " ".join(log.split())
+    assert p.returncode != 0, f"CMake configured without TensorFlow:\n{tail(log)}"
     assert "TensorFlow's C headers not found" in flat, tail(log)
     assert "has no tensorflow package" in flat, tail(log)
-    assert not glob.glob(str(src / "dist" / "*.whl")), "a wheel was written"
     assert "jemalloc: building" not in log, tail(log)
