@@ -47,7 +47,7 @@ SOURCES := $(shell find src python -type f -not -path '*/__pycache__/*' 2>/dev/n
            CMakeLists.txt pyproject.toml scripts/build-jemalloc.sh
 
 .PHONY: all setup system build install install-asan demo test test-c test-tf test-mutation bench clean
-.PHONY: sweep
+.PHONY: sweep matrix
 
 all: setup
 
@@ -148,6 +148,16 @@ test: setup
 SWEEP_ARGS ?=
 sweep: setup
 	$(VPY) tests/sweep/sweep.py $(SWEEP_ARGS)
+
+# simdev on every TensorFlow release it builds against (scripts/matrix.py):
+# a cached venv per release under .matrix/, `pip install .`, the harness,
+# the quick sweep, the demo, one Keras application; writes
+# docs/tf-releases.md with the C API drift report. MATRIX_ARGS=--releases
+# 2.18.1,2.21.0 runs fewer. Long the first time (six TF downloads, six
+# builds); not part of make test.
+MATRIX_ARGS ?=
+matrix: system
+	python3 scripts/matrix.py $(MATRIX_ARGS)
 
 BENCH_ARGS ?=
 bench: setup

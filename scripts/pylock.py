@@ -17,6 +17,10 @@ venv by `make install`, is the one distribution not in the lock.
                                             scratch venv with pip's defaults
                                             and rewrite requirements.lock
 
+--requirements FILE --lock FILE name another pair: `make matrix`'s venvs
+(one per TensorFlow release, tests/matrix/tf-<release>.txt and .lock) are
+locked the same way.
+
 The Makefile's venv step runs `pip install -r requirements.lock` and then
 `sync`; tests/tf/test_lock.py runs `check` on the interpreter pytest runs in.
 After editing requirements.txt, run `write`, review the diff, commit both.
@@ -100,8 +104,8 @@ def differences(lock, have, reqs=None):
     return out
 
 
-def check(python):
-    diff = differences(read_pins(LOCK), installed(python), read_pins(REQS))
+def check(python, lock=LOCK, reqs=REQS):
+    diff = differences(read_pins(lock), installed(python), read_pins(reqs))
     for line in diff:
         print(f"pylock: {line}", file=sys.stderr)
     if diff:
@@ -110,29 +114,32 @@ def check(python):
     return 1 if diff else 0
 
 
-def sync(python):
-    lock = read_pins(LOCK)
-    extra = sorted(n for n in installed(python) if n not in lock and n not in OWN)
+def sync(python, lock=LOCK, reqs=REQS):
+    pins = read_pins(lock)
+    extra = sorted(n for n in installed(python) if n not in pins and n not in OWN)
     if extra:
         print(f"pylock: uninstalling what requirements.lock does not name: "
               f"{' '.join(extra)}")
         subprocess.run([python, "-m", "pip", "uninstall", "-q", "-y", *extra],
                        check=True)
-    return check(python)
+    return check(python, lock, reqs)
 
 
-def write():
+def write(lock=LOCK, reqs=REQS):
     with tempfile.TemporaryDirectory(prefix="pylock-") as tmp:
         py = os.path.join(tmp, "bin", "python")
         subprocess.run([sys.executable, "-m", "venv", tmp], check=True)
         subprocess.run([py, "-m", "pip", "install", "-q", "--upgrade", "pip"],
                        check=True)
-        subprocess.run([py, "-m", "pip", "install", "-q", "-r", REQS], check=True)
+        subprocess.run([py, "-m", "pip", "install", "-q", "-r", reqs], check=True)
         have = installed(py)
     lines = [f"{name}=={have[name]}" for name in sorted(have) if name not in OWN]
-    with open(LOCK, "w", encoding="utf-8") as f:
-        f.write(HEADER + "\n".join(lines) + "\n")
-    print(f"pylock: wrote {len(lines)} pins to {LOCK}")
+    header = HEADER if lock == LOCK else HEADER.replace(
+        "simdev's .venv", f"the venv of {os.path.relpath(reqs, ROOT)}").replace(
+        "from requirements.txt", f"from {os.path.relpath(reqs, ROOT)}")
+    with open(lock, "w", encoding="utf-8") as f:
+        f.write(header + "\n".join(lines) + "\n")
+    print(f"pylock: wrote {len(lines)} pins to {lock}")
     return 0
 
 
@@ -141,10 +148,16 @@ def main():
     ap.add_argument("command", choices=["check", "sync", "write"])
     ap.add_argument("--python", default=sys.executable,
                     help="the venv's interpreter (default: this one)")
+    ap.add_argument("--requirements", default=REQS,
+                    help="the direct pins (default: requirements.txt)")
+    ap.add_argument("--lock", default=LOCK,
+                    help="the full lock (default: requirements.lock)")
     args = ap.parse_args()
+    lock, reqs = os.path.abspath(args.lock), os.path.abspath(args.requirements)
     if args.command == "write":
-        return write()
-    return check(args.python) if args.command == "check" else sync(args.python)
+        return write(lock, reqs)
+    fn = check if args.command == "check" else sync
+    return fn(args.python, lock, reqs)
 
 
 if __name__ == "__main__":

@@ -701,6 +701,9 @@ def main():
     ap.add_argument("--write-docs", action="store_true",
                     help="rewrite docs/kernels.md and docs/kernel-errors.md")
     ap.add_argument("--ops", help="only these ops (comma-separated), for debugging")
+    ap.add_argument("--no-docs", action="store_true",
+                    help="do not compare docs/kernels.md (TF 2.21's registry) with this "
+                         "TF's (make matrix, on the other releases)")
     ap.add_argument("--cpu-onednn", action="store_true",
                     help="also run every CPU reference with oneDNN's kernels "
                          "(TF_ENABLE_ONEDNN_OPTS=1) and list where they differ from "
@@ -741,7 +744,7 @@ def run(args, sweep, t0):
             with open(os.path.join(ROOT, "docs", "kernel-errors.md"), "w",
                       encoding="utf-8") as f:
                 f.write(docs.render_errors(sweep.errors))
-    elif committed != kernels_md:
+    elif committed != kernels_md and not args.no_docs:
         sweep.fail("docs/kernels.md", "differs from TF's registry; regenerate it with "
                    "`.venv/bin/python tests/sweep/sweep.py --write-docs` (or `make sweep "
                    "SWEEP_ARGS=--write-docs`) and commit it", "docs")

@@ -1,0 +1,237 @@
+"""`make matrix`: simdev on every TensorFlow release it builds against.
+
+For each release of RELEASES (default: all; `--releases 2.18.1,2.21.0`):
+  venv    .matrix/tf-<release>/, cached: created once, then kept in step
+          with its lock tests/matrix/tf-<release>.lock (scripts/pylock.py
+          sync), written from tests/matrix/tf-<release>.txt
+  builds  `pip install .` of this checkout into it, as a user does (pip's
+          build isolation; scripts/tf_release.py builds against the
+          venv's release)
+  loads   `import tensorflow` lists a SIMDEV device
+  harness simdev-conformance on the installed plugin: no required failure
+  sweep   tests/sweep/sweep.py --quick --no-docs (every op vs TF CPU, bad
+          inputs, the registry rules; docs/kernels.md is 2.21's)
+  demo    examples/demo.py (the CNN's training step, SIMDEV vs CPU)
+  model   tests/tf/test_models.py -k MobileNetV2 (Keras applications)
+  varkern whether the release exports kernels_experimental.h's variable
+          functions (scripts/tf_drift.py) and simdev registers
+          AssignVariableOp on SIMDEV
+Then the C API drift report over all of them (scripts/tf_drift.py), and
+docs/tf-releases.md: the table, the reason of every failure (the last lines
+of its log, kept in .matrix/tf-<release>/<step>.log) and the drift report.
+
+A progress line per step. Exit status 1 when a step failed. The first run
+downloads each release (~300 MB) and builds simdev six times: the better
+part of an hour on 2 cores; later runs reuse the venvs.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MATRIX = os.path.join(ROOT, ".matrix")
+LOCKS = os.path.join(ROOT, "tests", "matrix")
+RELEASES = ["2.16.2", "2.17.1", "2.18.1", "2.19.1", "2.20.0", "2.21.0"]
+STEPS = ["venv", "builds", "loads", "harness", "sweep", "demo", "model", "varkern"]
+DOC = os.path.join(ROOT, "docs", "tf-releases.md")
+
+LOADS = """
+import tensorflow as tf
+d = [x.name for x in tf.config.list_physical_devices()]
+print(tf.__version__, d)
+assert any("SIMDEV" in x for x in d), "no SIMDEV device"
+"""
+VARKERN = """
+import json, tensorflow as tf
+from tensorflow.python.framework import kernels
+k = kernels.get_registered_kernels_for_op("AssignVariableOp")
+print(json.dumps(sorted({x.device_type for x in k.kernel})))
+"""
+
+
+def log_tail(path, n=12):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = [l.rstrip() for l in f if l.strip()]
+    except FileNotFoundError:
+        return ""
+    return "\n".join(lines[-n:])
+
+
+class Release:
+    def __init__(self, version):
+        self.version = version
+        self.dir = os.path.join(MATRIX, f"tf-{version}")
+        self.py = os.path.join(self.dir, "bin", "python")
+        self.results = {}  # step -> (ok, why)
+
+    def log(self, step):
+        return os.path.join(self.dir, f"{step}.log")
+
+    def run(self, step, cmd, timeout=3600, env=None, cwd=ROOT):
+        """Runs cmd, its output into the step's log; True if it exited 0."""
+        os.makedirs(self.dir, exist_ok=True)
+        full = dict(os.environ, **(env or {}))
+        for k in ("VIRTUAL_ENV", "PYTHONPATH", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH"):
+            full.pop(k, None)
+        with open(self.log(step), "a", encoding="utf-8") as f:
+            f.write(f"$ {' '.join(cmd)}\n")
+            f.flush()
+            try:
+                p = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT,
+                                   timeout=timeout, env=full, cwd=cwd)
+            except subprocess.TimeoutExpired:
+                f.write(f"\nmatrix: timed out after {timeout} s\n")
+                return False
+        return p.returncode == 0
+
+    def step(self, name, fn):
+        t0 = time.time()
+        if os.path.exists(self.log(name)):
+            os.remove(self.log(name))
+        try:
+            ok, why = fn()
+        except Exception as e:  # a bug here must not stop the other releases
+            ok, why = False, f"matrix: {type(e).__name__}: {e}"
+        self.results[name] = (ok, why)
+        print(f"matrix: {self.version:7} {name:8} {'ok' if ok else 'FAILED'} "
+              f"({time.time() - t0:.0f} s){'' if ok else ': ' + why.splitlines()[-1][:120]}",
+              flush=True)
+        return ok
+
+    # ---- the steps -------------------------------------------------------
+
+    def venv(self):
+        lock = os.path.join(LOCKS, f"tf-{self.version}.lock")
+        reqs = os.path.join(LOCKS, f"tf-{self.version}.txt")
+        if not os.path.exists(lock):
+            return False, f"no lock {os.path.relpath(lock, ROOT)} (scripts/pylock.py write " \
+                f"--requirements {os.path.relpath(reqs, ROOT)} --lock ...)"
+        if not os.path.exists(self.py):
+            if not self.run("venv", [sys.executable, "-m", "venv", self.dir]):
+                return False, log_tail(self.log("venv"))
+        ok = (self.run("venv", [self.py, "-m", "pip", "install", "-q", "-r", lock]) and
+              self.run("venv", [self.py, os.path.join(ROOT, "scripts", "pylock.py"), "sync",
+                                "--python", self.py, "--lock", lock, "--requirements", reqs]))
+        return ok, log_tail(self.log("venv"))
+
+    def builds(self):
+        ok = self.run("builds", [self.py, "-m", "pip", "install", "-q", "--no-deps",
+                                 "--force-reinstall", "."])
+        return ok, log_tail(self.log("builds"))
+
+    def loads(self):
+        ok = self.run("loads", [self.py, "-c", LOADS], cwd=self.dir)
+        return ok, log_tail(self.log("loads"))
+
+    def harness(self):
+        js = os.path.join(self.dir, "harness.json")
+        ok = self.run("harness", [self.py, "-m", "simdev.conformance", "--json", js,
+                                  "--simdev-plugin"], cwd=self.dir)
+        why = log_tail(self.log("harness"), 4)
+        return ok, why
+
+    def sweep(self):
+        js = os.path.join(self.dir, "sweep.json")
+        ok = self.run("sweep", [self.py, os.path.join(ROOT, "tests", "sweep", "sweep.py"),
+                                "--quick", "--no-docs", "--json", js])
+        return ok, log_tail(self.log("sweep"))
+
+    def demo(self):
+        ok = self.run("demo", [self.py, os.path.join(ROOT, "examples", "demo.py")])
+        return ok, log_tail(self.log("demo"))
+
+    def model(self):
+        ok = self.run("model", [self.py, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                os.path.join("tests", "tf", "test_models.py"),
+                                "-k", "MobileNetV2"])
+        return ok, log_tail(self.log("model"))
+
+    def varkern(self):
+        ok = self.run("varkern", [self.py, "-c", VARKERN], cwd=self.dir)
+        if not ok:
+            return False, log_tail(self.log("varkern"))
+        devices = json.loads(log_tail(self.log("varkern"), 1))
+        self.varkern_devices = devices
+        # a fact to report, not a failure: which devices have the kernel
+        return True, "SIMDEV" if "SIMDEV" in devices else "not on SIMDEV"
+
+    def all(self):
+        for name in STEPS:
+            if not self.step(name, getattr(self, name)):
+                # later steps need the earlier ones (venv, build, load)
+                if name in ("venv", "builds", "loads"):
+                    for rest in STEPS[STEPS.index(name) + 1:]:
+                        self.results[rest] = (False, f"not run: {name} failed")
+                    return
+
+
+def tfdir(rel):
+    out = subprocess.run([rel.py, "-c", "import importlib.util as u; print("
+                          "u.find_spec('tensorflow').submodule_search_locations[0])"],
+                         capture_output=True, text=True)
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def write_doc(releases, drift):
+    lines = [
+        "# simdev on each TensorFlow release",
+        "",
+        "Written by `make matrix` (scripts/matrix.py); do not edit by hand. Each",
+        "release in its own venv (tests/matrix/tf-<release>.lock), simdev built",
+        "into it with `pip install .`; the steps are scripts/matrix.py's.",
+        "",
+        "| release | " + " | ".join(STEPS[1:]) + " |",
+        "|---|" + "---|" * (len(STEPS) - 1),
+    ]
+    for r in releases:
+        cells = []
+        for s in STEPS[1:]:
+            ok, why = r.results.get(s, (False, "not run"))
+            cells.append((why if s == "varkern" and ok else "ok") if ok else "**failed**")
+        lines.append(f"| {r.version} | " + " | ".join(cells) + " |")
+    lines.append("")
+    fails = [(r, s, why) for r in releases for s, (ok, why) in r.results.items() if not ok]
+    if fails:
+        lines += ["## Failures", ""]
+        for r, s, why in fails:
+            lines += [f"**{r.version} {s}**", "", "```", why, "```", ""]
+    lines += ["## C API drift", "",
+              "Measured by scripts/tf_drift.py on each release's installed package.", "",
+              drift, ""]
+    with open(DOC, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--releases", default=",".join(RELEASES))
+    ap.add_argument("--no-doc", action="store_true", help="do not rewrite docs/tf-releases.md")
+    args = ap.parse_args(argv)
+    wanted = args.releases.split(",")
+    unknown = [v for v in wanted if v not in RELEASES]
+    if unknown:
+        sys.exit(f"matrix: unknown release(s) {unknown}; known: {RELEASES}")
+    releases = [Release(v) for v in wanted]
+    for r in releases:
+        r.all()
+    dirs = [d for d in (tfdir(r) for r in releases if r.results.get("venv", (0,))[0]) if d]
+    drift = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "tf_drift.py"),
+                            "--json", os.path.join(MATRIX, "drift.json"), *dirs],
+                           capture_output=True, text=True)
+    if drift.returncode != 0:
+        print(f"matrix: tf_drift.py failed:\n{drift.stderr[-2000:]}", flush=True)
+    if not args.no_doc:
+        write_doc(releases, drift.stdout if drift.returncode == 0 else
+                  f"tf_drift.py failed:\n\n```\n{drift.stderr[-2000:]}\n```")
+        print(f"matrix: wrote {os.path.relpath(DOC, ROOT)}")
+    failed = any(not ok for r in releases for ok, _ in r.results.values())
+    return 1 if failed or drift.returncode != 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
