@@ -13,9 +13,13 @@ For each release of RELEASES (default: all; `--releases 2.18.1,2.21.0`):
           inputs, the registry rules; docs/kernels.md is 2.21's)
   demo    examples/demo.py (the CNN's training step, SIMDEV vs CPU)
   model   tests/tf/test_models.py -k MobileNetV2 (Keras applications)
-  varkern whether the release exports kernels_experimental.h's variable
-          functions (scripts/tf_drift.py) and simdev registers
-          AssignVariableOp on SIMDEV
+  varkern which devices register AssignVariableOp (a fact: simdev does
+          on SIMDEV only where the release exports kernels_experimental.h's
+          functions, which the drift report below lists)
+  refuses the plugin built for 2.21.0 (that release's venv), registered
+          by this release's conformance harness: SE_InitPlugin must give no
+          device and say "built for TensorFlow 2.21.0, running in
+          TensorFlow <release>" (2.21.0 itself: not run)
 Then the C API drift report over all of them (scripts/tf_drift.py), and
 docs/tf-releases.md: the table, the reason of every failure (the last lines
 of its log, kept in .matrix/tf-<release>/<step>.log) and the drift report.
@@ -36,7 +40,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MATRIX = os.path.join(ROOT, ".matrix")
 LOCKS = os.path.join(ROOT, "tests", "matrix")
 RELEASES = ["2.16.2", "2.17.1", "2.18.1", "2.19.1", "2.20.0", "2.21.0"]
-STEPS = ["venv", "builds", "loads", "harness", "sweep", "demo", "model", "varkern"]
+STEPS = ["venv", "builds", "loads", "harness", "sweep", "demo", "model", "varkern",
+         "refuses"]
+OTHER = "2.21.0"  # the release whose plugin the others must refuse
 DOC = os.path.join(ROOT, "docs", "tf-releases.md")
 
 LOADS = """
@@ -160,8 +166,27 @@ class Release:
         # a fact to report, not a failure: which devices have the kernel
         return True, "SIMDEV" if "SIMDEV" in devices else "not on SIMDEV"
 
+    def refuses(self, other):
+        if self.version == other.version:
+            return True, "-"
+        if not other.results.get("builds", (False,))[0]:
+            return False, f"not run: {other.version} did not build"
+        where = subprocess.run([other.py, "-c", "import simdev; print(simdev.library_path())"],
+                               capture_output=True, text=True, cwd=self.dir)
+        plugin = where.stdout.strip()
+        if where.returncode != 0 or not plugin:
+            return False, f"cannot find {other.version}'s plugin: {where.stderr[-300:]}"
+        self.run("refuses", [self.py, "-m", "simdev.conformance", plugin], cwd=self.dir)
+        want = (f"no SIMDEV device: built for TensorFlow {other.version}, running in "
+                f"TensorFlow {self.version}")
+        with open(self.log("refuses"), encoding="utf-8", errors="replace") as f:
+            seen = want in f.read()
+        return seen, want if seen else f"not printed: {want!r}\n" + log_tail(self.log("refuses"))
+
     def all(self):
         for name in STEPS:
+            if name == "refuses":
+                continue  # needs every release built: main() runs it
             if not self.step(name, getattr(self, name)):
                 # later steps need the earlier ones (venv, build, load)
                 if name in ("venv", "builds", "loads"):
@@ -192,7 +217,12 @@ def write_doc(releases, drift):
         cells = []
         for s in STEPS[1:]:
             ok, why = r.results.get(s, (False, "not run"))
-            cells.append((why if s == "varkern" and ok else "ok") if ok else "**failed**")
+            if s == "varkern" and ok:
+                cells.append(why)
+            elif s == "refuses" and ok and why == "-":
+                cells.append("-")
+            else:
+                cells.append("ok" if ok else "**failed**")
         lines.append(f"| {r.version} | " + " | ".join(cells) + " |")
     lines.append("")
     fails = [(r, s, why) for r in releases for s, (ok, why) in r.results.items() if not ok]
@@ -219,6 +249,12 @@ def main(argv):
     releases = [Release(v) for v in wanted]
     for r in releases:
         r.all()
+    other = next((r for r in releases if r.version == OTHER), None)
+    for r in releases:
+        if other is None:
+            r.results["refuses"] = (False, f"not run: {OTHER} not in --releases")
+        elif r.results.get("loads", (False,))[0]:
+            r.step("refuses", lambda r=r: r.refuses(other))
     dirs = [d for d in (tfdir(r) for r in releases if r.results.get("venv", (0,))[0]) if d]
     drift = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "tf_drift.py"),
                             "--json", os.path.join(MATRIX, "drift.json"), *dirs],
