@@ -8,6 +8,8 @@
  *   report.c              results: printed, collapsed, JSON (report.h)
  *   tf.c                  TensorFlow's libraries, loaded at run time
  *   registration.c        loading, registration (TF's validation), teardown
+ *   imports.c             the TF functions a plugin imports, read from its
+ *                         file before it is loaded (registration.imports)
  *   child.c               child processes: one per test, environment cases
  *   util.c                the helpers declared here
  *   generic.c             checks valid for any PluggableDevice plugin:
@@ -108,6 +110,16 @@ void conf_registration_params(SE_PlatformRegistrationParams* params,
                               SP_Platform* platform, SP_PlatformFns* pfns);
 /* TF's ValidateDeviceType: 1 if s matches [A-Z][A-Z_]*. */
 int conf_valid_device_type(const char* s);
+/* registration.imports (imports.c), around conf_load's dlopen. The scan,
+ * before: reads the plugin file's ELF64 headers and dynamic symbol table
+ * and looks up every TF C API function it imports (conf_tf_exports).
+ * Returns 0 when the file is not one dlopen could load (the rule failed:
+ * do not dlopen it, glibc dies of SIGBUS on a truncated file), else 1 (a
+ * file it cannot open is left to dlopen to explain). The verdict, after:
+ * dl is dlopen's handle or NULL; returns 1 if the rule failed (missing
+ * symbols explain dlopen's failure). Main thread only. */
+int conf_imports_scan(const char* path);
+int conf_imports_verdict(void* dl);
 /* Destroys what conf_setup created, in CPlatform's order. */
 void conf_teardown(conf_env* e);
 
@@ -126,6 +138,12 @@ const char* conf_tf_dir(void);
 /* A symbol of libtensorflow_cc.so.2 (loaded from conf_tf_dir() on first
  * use, RTLD_GLOBAL); NULL with err set if it is not there. */
 void* conf_tf_cc_sym(const char* name, char* err, size_t errlen);
+
+/* Whether a TF library exports `name`: those in the global scope
+ * (libtensorflow_framework.so.2, --preload), then libtensorflow_cc.so.2 (or
+ * TF <= 2.10's Python extension) from conf_tf_dir(), opened RTLD_LOCAL on
+ * first need. 1 yes, 0 no, -1 cannot tell (err says why). */
+int conf_tf_exports(const char* name, char* err, size_t errlen);
 
 /* TF_Status through the loaded library. */
 TF_Status* conf_status_new(void);
@@ -301,6 +319,7 @@ extern const harness_test conf_generic_faults_tests[]; /* generic_faults.c */
 extern const harness_test conf_simdev_tests[];        /* simdev_checks.c */
 extern const conf_rule* const conf_common_rules[];    /* util.c */
 extern const conf_rule* const conf_registration_rules[];
+extern const conf_rule* const conf_imports_rules[];
 extern const conf_rule* const conf_runner_rules[]; /* simdev_conformance.c */
 extern const conf_rule* const conf_generic_rules[];
 extern const conf_rule* const conf_generic_streams_rules[];

@@ -121,11 +121,22 @@ int conf_load(conf_env* e, const char* path) {
     snprintf(rel, sizeof(rel), "./%s", path);
     path = rel;
   }
+  /* registration.imports reads the file first, in the run's own process
+   * (a test's process loads what the run loaded already): it names every
+   * TF function missing where dlopen names one, and keeps a file dlopen
+   * would crash on from being loaded. */
+  int scan = e->opt->run_test == NULL && e->opt->child_case == NULL;
+  if (scan && !conf_imports_scan(path)) return 0;
   e->dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  char why[1024] = "";
+  if (e->dl == NULL) snprintf(why, sizeof(why), "%s", dlerror());
+  int explained = scan && conf_imports_verdict(e->dl);
   if (e->dl == NULL) {
-    const char* why = dlerror();
     fprintf(stderr, "simdev_conformance: cannot load %s: %s\n  hint: %s\n",
-            path, why, load_hint(why));
+            path, why,
+            explained ? "registration.imports lists the TF functions "
+                        "missing, and why"
+                      : load_hint(why));
     return 0;
   }
   dlerror();

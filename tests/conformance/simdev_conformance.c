@@ -53,6 +53,7 @@ static const harness_test* const all_tests[] = {conf_generic_tests,
                                                 NULL};
 static const conf_rule* const* const all_rules[] = {
     conf_common_rules,
+    conf_imports_rules,
     conf_registration_rules,
     conf_runner_rules,
     conf_generic_rules,
@@ -112,7 +113,9 @@ static void usage(FILE* f) {
       "  --help               this text\n"
       "\n"
       "exit status: 0 pass, 1 a failure that fails the run, 2 usage or set-up\n"
-      "error (plugin or TF not loadable).\n");
+      "error (TF not loadable, or the plugin not loadable for a reason no rule\n"
+      "explains: registration.imports reports files dlopen cannot load and TF\n"
+      "functions the plugin imports that TF does not export).\n");
 }
 
 /* ------------------------------------------------------------ options */
@@ -491,9 +494,11 @@ int main(int argc, char** argv) {
   running = "registration";
   alarm((unsigned)opt.timeout_s);
   int loaded = conf_load(e, opt.plugin);
-  if (!loaded && e->dl == NULL) {
+  if (!loaded && e->dl == NULL && !conf_report_run_failed()) {
     /* dlopen failed; conf_load printed why and what to try: a set-up
-     * error, not a verdict on the plugin. */
+     * error, not a verdict on the plugin. When registration.imports failed
+     * (the file is not loadable, or TF lacks functions it imports), that is
+     * the verdict: reported below like any failure. */
     return 2;
   }
   int registered = loaded && conf_setup(e, CONF_MAX_DEVICES);

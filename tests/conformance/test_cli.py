@@ -156,6 +156,133 @@ def test_library_without_se_init_is_a_required_failure(tmp_path):
     assert [f["rule"] for f in doc["failures"]] == ["plugin.exports_se_init"]
 
 
+def elf_offsets(data):
+    """(end of the last PT_LOAD segment, e_shoff) of an ELF64 file."""
+    import struct
+    phoff, shoff = struct.unpack_from("<QQ", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    end = 0
+    for i in range(phnum):
+        p_type, _, p_offset, _, _, p_filesz = struct.unpack_from(
+            "<IIQQQQ", data, phoff + i * phentsize)
+        if p_type == 1:  # PT_LOAD
+            end = max(end, p_offset + p_filesz)
+    return end, shoff
+
+
+def bad_file(kind, data):
+    """libconf_mini.so's bytes broken as `kind` says."""
+    if kind == "garbage":
+        return bytes(range(256)) * 12
+    if kind == "empty":
+        return b""
+    if kind == "header_only":  # the ELF header, program headers cut off
+        return data[:70]
+    if kind == "segments_cut":  # glibc's dlopen dies of SIGBUS on this one
+        return data[:elf_offsets(data)[0] // 2]
+    if kind == "32bit":
+        return data[:4] + b"\x01" + data[5:]  # EI_CLASS = ELFCLASS32
+    raise ValueError(kind)
+
+
+# registration.imports reads the plugin's file before dlopen: a file dlopen
+# cannot load (or would crash on) is the rule's required failure, reported
+# with what is wrong, and never loaded.
+@pytest.mark.parametrize("kind, words", [
+    ("garbage", r"not an ELF file \(3072 bytes, no \\177ELF at the start\)"),
+    ("empty", r"not an ELF file \(0 bytes\)"),
+    ("header_only", r"program header table .* ends past the file's 70 bytes"),
+    ("segments_cut", r"truncated: segment \d+ ends at byte \d+, the file has"),
+    ("32bit", r"a 32-bit ELF file"),
+])
+def test_file_dlopen_cannot_load_fails_imports_rule(tmp_path, kind, words):
+    mini = PLUGINS / "libconf_mini.so"
+    if not mini.exists():
+        pytest.skip("tests/conformance/plugins not built")
+    lib = tmp_path / ("lib%s.so" % kind)
+    lib.write_bytes(bad_file(kind, mini.read_bytes()))
+    out = tmp_path / "r.json"
+    p = run(["--json", out, lib], timeout=120)
+    assert p.returncode == 1, explain(p)  # a verdict, not a crash
+    assert "CRASH" not in p.stdout and "cannot load" not in p.stderr, explain(p)
+    doc = json.loads(out.read_text())
+    assert doc["result"] == "fail" and doc["platform"] is None
+    assert [f["rule"] for f in doc["failures"]] == ["registration.imports"]
+    f = doc["failures"][0]
+    assert f["grade"] == "required" and f["test"] == "registration", f
+    assert f["observed"].startswith(str(lib) + ": "), f
+    assert re.search(words, f["observed"]), f
+    assert f["observed"].endswith("; not loaded"), f
+
+
+def test_cut_section_headers_leave_imports_unchecked_not_failed(tmp_path):
+    # dlopen needs the segments only; the imports are listed from the
+    # section headers, here cut off: the rule is not checked, and says so.
+    mini = PLUGINS / "libconf_mini.so"
+    if not mini.exists():
+        pytest.skip("tests/conformance/plugins not built")
+    data = mini.read_bytes()
+    end, shoff = elf_offsets(data)
+    assert end < shoff < len(data), (end, shoff, len(data))
+    lib = tmp_path / "libcut.so"
+    lib.write_bytes(data[:shoff + 10])
+    out = tmp_path / "r.json"
+    p = run(["--filter", "generic.device", "--json", out, lib])
+    assert p.returncode == 0, explain(p)
+    assert ("registration.imports not checked: its section header table"
+            in p.stdout), explain(p)
+    doc = json.loads(out.read_text())
+    assert doc["result"] == "pass" and doc["failures"] == []
+    assert doc["platform"] == {"name": "MINI", "type": "MINI"}
+
+
+def test_imports_names_the_missing_ones_and_counts_the_rest(tmp_path):
+    # 30 TF-style functions no TF exports, kernels_experimental.h's
+    # TF_AssignVariable, a weak one (may stay unresolved: not counted) and
+    # the plugin's own TF_InitKernel (defined: not an import).
+    names = ["TF_NotInTensorFlow%02d" % i for i in range(30)]
+    src = tmp_path / "many.c"
+    src.write_text("\n".join(
+        ["void %s(void);" % n for n in names + ["TF_AssignVariable"]]
+        + ["__attribute__((weak)) void TF_WeakNotInTensorFlow(void);",
+           "void TF_InitKernel(void) {"]
+        + ["  %s();" % n for n in names + ["TF_AssignVariable"]]
+        + ["  if (TF_WeakNotInTensorFlow) TF_WeakNotInTensorFlow();", "}"]))
+    lib = tmp_path / "libmany.so"
+    cc = shutil.which("cc") or shutil.which("gcc")
+    subprocess.run([cc, "-shared", "-fPIC", str(src), "-o", str(lib)],
+                   check=True)
+    out = tmp_path / "r.json"
+    p = run(["--json", out, lib])
+    assert p.returncode == 1, explain(p)
+    doc = json.loads(out.read_text())
+    assert [f["rule"] for f in doc["failures"]] == ["registration.imports"]
+    obs = doc["failures"][0]["observed"]
+    m = re.fullmatch(r"TF's libraries lack 31 of the 31 TF symbols it "
+                     r"imports: (.+) \((\d+) more\); declared in TF's "
+                     r"headers\? kernels_experimental\.h's functions .*"
+                     r"; the others: built against another TF release\? "
+                     r"--tf-dir \(TF in (.+)\)", obs)
+    assert m, obs
+    listed = m.group(1).split(", ")
+    assert set(listed) <= set(names + ["TF_AssignVariable"]), listed
+    assert len(listed) + int(m.group(2)) == 31, obs
+    assert os.path.isfile(os.path.join(m.group(3),
+                                       "libtensorflow_framework.so.2")), obs
+    assert "TF_WeakNotInTensorFlow" not in obs and "TF_InitKernel" not in obs
+    assert "undefined symbol: TF_" in p.stderr  # dlopen agrees
+    assert "registration.imports lists the TF functions missing" in p.stderr
+
+
+def test_imports_of_a_correct_plugin_pass(tmp_path):
+    out = tmp_path / "r.json"
+    p = run(["--filter", "generic.device", "--json", out, PLUGIN])
+    assert p.returncode == 0, explain(p)
+    m = re.search(r"registration\.imports: all (\d+) TF symbols the plugin "
+                  r"imports are exported", p.stdout)
+    assert m and int(m.group(1)) > 20, explain(p)
+
+
 def test_unwritable_json_is_an_error():
     p = run(["--filter", "generic.device", "--json", "/proc/nope/x.json", PLUGIN])
     assert p.returncode == 2, explain(p)

@@ -13,6 +13,7 @@ The harness is $SIMDEV_CONFORMANCE if set, else the build tree's.
 
 import re
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,24 @@ CB_NEVER_SKIPPED = frozenset({
 # event.pending_until_work_done itself (events, memcpy_async, ordering,
 # concurrent_streams), no other rule.
 EVENTS_COLLATERAL = frozenset()
+
+
+
+def tf_minor():
+    """The minor release of the installed TF (the one the build tree's
+    harness loads: CMake takes TF from this Python), read from its
+    metadata without importing it; None if it has none."""
+    for dist in ("tensorflow-cpu", "tensorflow"):
+        try:
+            return int(metadata.version(dist).split(".")[1])
+        except metadata.PackageNotFoundError:
+            pass
+    return None
+
+
+# kernels_experimental.h's functions: exported by libtensorflow_framework
+# in TF 2.16-2.18, by no library of 2.19-2.21 (docs/kernel-api.md).
+EXPERIMENTAL_EXPORTED = (tf_minor() or 21) <= 18
 
 CASES = {
     "mini": Case("libconf_mini.so", "pass"),
@@ -235,6 +254,25 @@ CASES = {
             Fail("faults.events_resolve", "required", "get_event_status",
                  r"SE_EVENT_PENDING", test="faults.callback_error"),
         ),
+    ),
+    # TF_AssignVariable (kernels_experimental.h): declared by TF 2.21's
+    # headers, exported by none of its libraries. Read from the file before
+    # dlopen, which then fails: a verdict (exit 1, JSON), not a set-up
+    # error. Against 2.16-2.18 it is mini plus a function TF exports.
+    "unexported_import": Case(
+        "libconf_mutant_unexported_import.so", "pass"
+    ) if EXPERIMENTAL_EXPORTED else Case(
+        "libconf_mutant_unexported_import.so",
+        "fail",
+        fails=(
+            Fail("registration.imports", "required", "dlopen",
+                 r"lack 1 of the \d+ TF symbols it imports: "
+                 r"TF_AssignVariable;.*kernels_experimental\.h.*2\.19-2\.21",
+                 test="registration"),
+        ),
+        device_count=None,
+        devices_tested=0,
+        device_tests_absent=True,
     ),
     "many_devices": Case(
         "libconf_mutant_many_devices.so",

@@ -125,6 +125,36 @@ void* conf_tf_cc_sym(const char* name, char* err, size_t errlen) {
   return sym;
 }
 
+/* For registration.imports, before the plugin is loaded: libtensorflow_cc
+ * opened RTLD_LOCAL, as TF's Python process has it (Python loads
+ * _pywrap_tensorflow_internal.so, which needs it, RTLD_LOCAL), so the
+ * plugin's dlopen sees it only through a NEEDED entry of its own. Opened
+ * only when a symbol is not in the global scope (libtensorflow_framework,
+ * --preload); tried once. */
+static void* cc_local;
+static char cc_local_err[1024];
+
+int conf_tf_exports(const char* name, char* err, size_t errlen) {
+  if (dlsym(RTLD_DEFAULT, name) != NULL) return 1;
+  if (cc_local == NULL && cc_local_err[0] == '\0') {
+    for (size_t i = 0; i < sizeof(cc_libs) / sizeof(cc_libs[0]); i++) {
+      char path[PATH_MAX + 64];
+      snprintf(path, sizeof(path), "%s/%s", tf_dir, cc_libs[i]);
+      cc_local = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+      if (cc_local != NULL) break;
+      size_t used = strlen(cc_local_err);
+      snprintf(cc_local_err + used, sizeof(cc_local_err) - used, "%s%s",
+               used ? "; " : "", dlerror());
+    }
+  }
+  if (cc_local == NULL) {
+    snprintf(err, errlen, "cannot load TF's C API library: %s", cc_local_err);
+    return -1;
+  }
+  /* A handle's lookup covers the library and its dependencies. */
+  return dlsym(cc_local, name) != NULL;
+}
+
 /* Called only after conf_tf_load succeeded (main exits otherwise). */
 TF_Status* conf_status_new(void) {
   TF_Status* s = fn.new_status();
