@@ -12,6 +12,15 @@
  * One compare-and-swap on sk_launch.state decides, so exactly one of them
  * does.
  *
+ * Synchronous kernels (sk_op.sync: the variable kernels, sk.h says why)
+ * take another path, compute_sync: TF's thread runs the compute function,
+ * which queues its device work at once (sk_work_now, sk_copy_now) from
+ * inside the TF calls it makes; the failure, if any, is reported before
+ * compute returns (TF has no done callback for them), and the launch's own
+ * item, queued last, only releases the held tensors once the work ahead of
+ * it ran. So the op is done for TF when its work is queued, as a GPU
+ * kernel's is; every buffer that work touches stays alive until it ran.
+ *
  * TF's done is cheap: in eager mode it wakes the waiting caller; in a graph
  * it propagates outputs and hands ready nodes to TF's inter-op thread pool
  * (the executor passes no inline queue for async kernels). The one thing a
@@ -219,6 +228,105 @@ void sk_work(sk_launch* l, sk_run_fn run, const char* label) {
   l->label = label;
 }
 
+/* ---- work queued during the compute function (sk.h) ------------------- */
+
+/* The launch's stream for queued-now work, whatever the launch's state:
+ * TF changed the variable that work belongs to even if the launch failed
+ * since (sk.h). Cached in l->stream, which compute_sync then uses. Only
+ * synchronous launches queue now: an asynchronous one's single item goes
+ * to the stream after its compute function. */
+static sim_stream* now_stream(sk_launch* l) {
+  if (!l->sync) {
+    sk_fail(l, TF_INTERNAL,
+            "simdev: work queued during the compute function of an "
+            "asynchronous kernel (only synchronous kernels may: sk.h)");
+    return NULL;
+  }
+  if (l->stream != NULL) return l->stream;
+  TF_Status* st = TF_NewStatus();
+  SP_Stream sp = TF_GetStream(l->ctx, st);
+  sim_stream* s = TF_GetCode(st) == TF_OK ? se_stream_sim(sp) : NULL;
+  if (s == NULL)
+    sk_fail(l, TF_INTERNAL, "simdev: no SIMDEV stream to queue work on (%s)",
+            TF_GetCode(st) == TF_OK ? "TF_GetStream gave another one"
+                                    : TF_Message(st));
+  TF_DeleteStatus(st);
+  l->stream = s;
+  return s;
+}
+
+bool sk_hold(sk_launch* l, TF_Tensor* t) {
+  return t != NULL && hold(l, t); /* hold deletes t if it cannot keep it */
+}
+
+/* One step of sk_work_now: its own item, freed when it ran or was drained
+ * from a stream that failed (compute_sync fails the op if the stream had
+ * failed by the time it returns; a later failure fails the next kernel
+ * that waits for the stream). */
+typedef struct now_item {
+  sim_work work; /* first: the stream sees only this */
+  sk_step_fn step;
+  max_align_t args[]; /* the caller's args, copied */
+} now_item;
+
+static int now_run(sim_work* w, char* msg, size_t msg_len) {
+  (void)msg;
+  (void)msg_len;
+  now_item* it = (now_item*)w;
+  it->step(it->args);
+  return SIM_OK;
+}
+
+static void now_done(sim_work* w, int status) {
+  (void)status;
+  free(w);
+}
+
+bool sk_work_now(sk_launch* l, sk_step_fn step, const void* args, size_t size,
+                 const char* label) {
+  sim_stream* s = now_stream(l);
+  if (s == NULL) return false;
+  now_item* it = calloc(1, sizeof(*it) + size);
+  if (it == NULL) {
+    sk_fail(l, TF_RESOURCE_EXHAUSTED, "simdev: out of host memory");
+    return false;
+  }
+  it->step = step;
+  if (size) memcpy(it->args, args, size);
+  it->work.run = now_run;
+  it->work.done = now_done;
+  it->work.label = label;
+  it->work.trace.kind = SIM_TRACE_KERNEL; /* the kernel's arithmetic */
+  it->work.trace.name = l->trace_name;
+  it->work.trace.type = l->trace_type;
+  int rc = sim_stream_submit(s, &it->work);
+  SIM_CHECK(rc == SIM_OK); /* a complete item on a live stream */
+  l->nnow++;
+  return true;
+}
+
+bool sk_copy_now(sk_launch* l, TF_Tensor* dst, const TF_Tensor* src) {
+  size_t n = TF_TensorByteSize(src);
+  if (TF_TensorByteSize(dst) != n) {
+    sk_fail(l, TF_INTERNAL, "simdev: a copy of %zu bytes into %zu", n,
+            TF_TensorByteSize(dst));
+    return false;
+  }
+  if (n == 0) return true;
+  sim_stream* s = now_stream(l);
+  if (s == NULL) return false;
+  /* TF's addresses: the copy item reaches discrete memory by its alias. */
+  int rc = sim_memcpy_async_kind(s, TF_TensorData(dst), TF_TensorData(src), n,
+                                 SIM_TRACE_MEMCPY_D2D);
+  if (rc != SIM_OK) {
+    sk_fail(l, TF_RESOURCE_EXHAUSTED, "simdev: cannot queue a copy: %s",
+            sim_strerror(rc));
+    return false;
+  }
+  l->nnow++;
+  return true;
+}
+
 /* ---- completion -------------------------------------------------------- */
 
 static void free_launch(sk_launch* l) {
@@ -323,6 +431,8 @@ static void compute_async(void* kernel, TF_OpKernelContext* ctx,
   }
   l->ctx = ctx;
   l->st = TF_NewStatus();
+  l->trace_name = k->trace_name;
+  l->trace_type = k->trace_type;
 
   /* TF allocates the op's outputs on this thread, inside compute: the
    * discrete-mode reports name the op that allocated a buffer. */
@@ -379,6 +489,70 @@ static void compute_async(void* kernel, TF_OpKernelContext* ctx,
     return;
   }
   /* l may be gone from here on. */
+  if (g.sync_launch && !sim_stream_is_current(s)) sim_stream_synchronize(s);
+}
+
+/* A synchronous launch's own item: queued behind the work its compute
+ * function queued, it releases the held tensors once that work ran (or was
+ * drained: done is called either way) and frees the launch. */
+static int release_run(sim_work* w, char* msg, size_t msg_len) {
+  (void)w;
+  (void)msg;
+  (void)msg_len;
+  return SIM_OK;
+}
+
+static void release_done(sim_work* w, int status) {
+  (void)status;
+  sk_launch* l = (sk_launch*)w;
+  release_held(l);
+  free_launch(l);
+}
+
+/* TF's compute for a synchronous kernel (launch.c's opening comment). */
+static void compute_sync(void* kernel, TF_OpKernelContext* ctx) {
+  sk_kernel* k = kernel;
+  sk_launch* l = calloc(1, sizeof(*l));
+  if (l == NULL) {
+    TF_Status* st = TF_NewStatus();
+    TF_SetStatus(st, TF_RESOURCE_EXHAUSTED, "simdev: out of host memory");
+    TF_OpKernelContext_Failure(ctx, st);
+    TF_DeleteStatus(st);
+    return;
+  }
+  l->ctx = ctx;
+  l->st = TF_NewStatus();
+  l->sync = true;
+  l->trace_name = k->trace_name;
+  l->trace_type = k->trace_type;
+  sim_mem_set_site(k->site_type, k->site_name);
+  k->compute(l, k->state);
+  sim_mem_set_site(NULL, NULL);
+  if (l->run != NULL) /* no later moment to report a run's failure */
+    sk_fail(l, TF_INTERNAL, "simdev: sk_work in a synchronous kernel");
+  char smsg[256];
+  /* A stream that failed earlier drains the work instead of running it:
+   * say so now, the last moment the op can fail (a failure after this
+   * one fails the next kernel that waits for the stream, as on a GPU). */
+  if (l->nnow > 0 && sim_stream_status(l->stream, smsg, sizeof(smsg)) != SIM_OK)
+    sk_fail(l, TF_INTERNAL, "%s not run: SIMDEV stream failed earlier: %s",
+            k->site_type != NULL ? k->site_type : "simdev kernel", smsg);
+  if (l->code != TF_OK) {
+    TF_SetStatus(l->st, l->code, l->msg);
+    TF_OpKernelContext_Failure(ctx, l->st);
+  }
+  l->ctx = NULL; /* TF's context ends when this function returns */
+  sim_stream* s = l->stream;
+  if (l->nnow == 0) {
+    release_held(l);
+    free_launch(l);
+    return;
+  }
+  l->work.run = release_run;
+  l->work.done = release_done;
+  l->work.label = k->site_type != NULL ? k->site_type : "simdev kernel";
+  int rc = sim_stream_submit(s, &l->work); /* l may be gone from here on */
+  SIM_CHECK(rc == SIM_OK);
   if (g.sync_launch && !sim_stream_is_current(s)) sim_stream_synchronize(s);
 }
 
@@ -446,8 +620,11 @@ static void kernel_delete(void* kernel) {
 
 static bool register_one(const sk_op* op, TF_DataType type, TF_DataType type2,
                          char* msg, size_t len) {
-  TF_KernelBuilder* b = TF_NewAsyncKernelBuilder(
-      op->name, SK_DEVICE_TYPE, op->create, compute_async, kernel_delete);
+  TF_KernelBuilder* b =
+      op->sync ? TF_NewKernelBuilder(op->name, SK_DEVICE_TYPE, op->create,
+                                     compute_sync, kernel_delete)
+               : TF_NewAsyncKernelBuilder(op->name, SK_DEVICE_TYPE, op->create,
+                                          compute_async, kernel_delete);
   TF_Status* st = TF_NewStatus();
   if (op->type_attr != NULL)
     TF_KernelBuilder_TypeConstraint(b, op->type_attr, type, st);

@@ -23,7 +23,8 @@
  * DEVICE_DEFAULT kernels (AssignVariableOp, AssignAddVariableOp,
  * AssignSubVariableOp), which read and write device buffers with host code,
  * outside every stream; the C API that would let a plugin register its own
- * (kernels_experimental.h) is not in any 2.21 binary. So TF must not see an
+ * (kernels_experimental.h) is not in any 2.21 binary (2.16-2.18 have it:
+ * there kernels/variables/ registers simdev's own, synchronous kernels). So TF must not see an
  * output before the stream has written it, and no buffer a queued item still
  * uses may go back to TF's allocator. Calling `done` only after the item ran
  * gives both: TF's executor schedules consumers after `done`, and the held
@@ -42,7 +43,9 @@
  * calling TF thread; the run function runs in stream order, on the stream
  * worker or (small launches on an idle stream) on that TF thread after the
  * compute function returned, and may only touch its args, sk_fail and
- * sim_parallel_for.
+ * sim_parallel_for. A synchronous kernel (sk_op.sync, below) has no run
+ * function: the steps it queues (sk_work_now) run on the worker while its
+ * compute function may still be running, and after the op returned to TF.
  */
 #ifndef SIMDEV_KERNELS_SK_H_
 #define SIMDEV_KERNELS_SK_H_
@@ -201,6 +204,14 @@ typedef struct sk_op {
    * pair of types. NULL: none. */
   const char* type_attr2;
   const TF_DataType* types2;
+  /* A synchronous kernel (TF_NewKernelBuilder) instead of the usual
+   * asynchronous one: for ops whose compute calls TF functions that fail
+   * with OP_REQUIRES, which CHECK-fails (aborts the process) inside an
+   * AsyncOpKernel ("Use OP_REQUIRES_ASYNC in AsyncOpKernel
+   * implementations", measured on TF 2.18.1 with TF_AssignVariable). Its
+   * compute function queues its work with sk_work_now / sk_copy_now
+   * (below), never sk_work. */
+  bool sync;
 } sk_op;
 
 /* Registers every op of a NULL-name-terminated table. Returns false and
@@ -281,6 +292,37 @@ void sk_args_cleanup(sk_launch* l, void (*cleanup)(void* args));
  * calls sk_work (e.g. empty outputs) completes without touching the stream. */
 typedef void (*sk_run_fn)(sk_launch* l, void* args);
 void sk_work(sk_launch* l, sk_run_fn run, const char* label);
+
+/* ---- synchronous kernels: work queued at once (variables/) -------------
+ * A synchronous kernel's compute function (sk_op.sync) queues its device
+ * work while it runs, from inside the TF calls it makes, and TF takes the
+ * op as done when it returns, as for a GPU kernel; the launch holds every
+ * tensor the work uses until the stream ran it (an item of the framework,
+ * queued behind it, releases them). Why at once: kernels_experimental.h's
+ * variable helpers call the kernel's copy callback while they hold the
+ * variable's mutex, then point the variable at the copy's destination and
+ * release the mutex. The copy must be queued before that, so that stream
+ * order follows the order in which kernels held the mutex: the next holder
+ * (a read) may alias the destination and queue its consumers at once.
+ * These calls work on a failed launch too (TF changed the variable whatever
+ * the launch's state) and return false only when nothing could be queued
+ * (no stream, host out of memory: the launch is failed then). In an
+ * asynchronous kernel they fail the launch (Internal).
+ *
+ * sk_hold: the launch takes t (a tensor TF handed the kernel, as the
+ * variable callbacks' tensors are) and deletes it when the queued work ran;
+ * on a failed launch too. False if t could not be held (then it is deleted
+ * and the launch failed). sk_copy_now: dst's bytes = src's, in stream order
+ * (sizes must match; nothing is queued for 0 bytes). sk_work_now:
+ * step(args) on the stream worker, args being `size` bytes copied now;
+ * step may run while the compute function still runs, so it touches only
+ * its args and sim_parallel_for, and cannot fail (the op has returned by
+ * the time it runs). */
+bool sk_hold(sk_launch* l, TF_Tensor* t);
+bool sk_copy_now(sk_launch* l, TF_Tensor* dst, const TF_Tensor* src);
+typedef void (*sk_step_fn)(void* args);
+bool sk_work_now(sk_launch* l, sk_step_fn step, const void* args, size_t size,
+                 const char* label);
 
 /* ---- launch.c internals used by init.c ------------------------------ */
 /* Takes SIMDEV_SYNC / SIMDEV_UNSAFE_EARLY_COMPLETION from the settings

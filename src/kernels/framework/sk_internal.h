@@ -22,6 +22,12 @@ struct sk_launch {
   void (*args_cleanup)(void* args); /* see sk_args_cleanup */
   TF_Tensor** held; /* inputs, outputs and temporaries kept alive */
   int nheld, capheld;
+  /* A synchronous kernel's launch (compute_sync), the items its compute
+   * function queued at once (sk_work_now, sk_copy_now: the launch's own
+   * item then goes behind them), and the trace names they carry. */
+  bool sync;
+  int nnow;
+  uint32_t trace_name, trace_type;
   TF_Code code; /* first failure (TF_OK if none) */
   char msg[512];
   /* Status for the TF calls of this launch, made once per launch. Calls stop
