@@ -53,6 +53,9 @@ PUBLIC = {
     "kernels/array": (),
     "kernels/random": (),
     "kernels/interop": (),
+    # resource variables through kernels_experimental.h, found at run time
+    # (variables.h is the folder's own)
+    "kernels/variables": (),
     "dlpack": "dlpack/dlp.h",
     "pbwire": "pbwire/pbwire.h",
     "graph": "graph/graph.h",
@@ -80,11 +83,12 @@ DEPENDS = {
     "kernels/array": _FAMILY,
     "kernels/random": _FAMILY,
     "kernels/interop": _FAMILY + ("dlpack", "se", "tfcompat"),
+    "kernels/variables": _FAMILY + ("tfcompat",),
 }
 # Rule 2: who may include "tensorflow/...": the TF boundaries. A module
 # name admits all its files; a path admits one file.
 TF_USERS = ("tfcompat", "se", "kernels/framework", "kernels/math",
-            "kernels/interop",
+            "kernels/interop", "kernels/variables",
             "graph/plugin.c", "profiler/plugin.c")
 
 # Rule 3: frozenset of files -> why the circle must be. Empty: none is needed.

@@ -462,6 +462,27 @@ def assert_error_like_cpu(d, op, key, cpu_key=True, cls=None):
         f"a good op on SIMDEV failed after the error: {d['after']}"
 
 
+def tf_minor():
+    """The installed TensorFlow's minor release (2.<minor>), read from its
+    metadata without importing it into pytest's process; None without TF."""
+    from importlib import metadata
+    for dist in ("tensorflow-cpu", "tensorflow"):
+        try:
+            return int(metadata.version(dist).split(".")[1])
+        except metadata.PackageNotFoundError:
+            pass
+    return None
+
+
+def simdev_variable_kernels():
+    """Whether simdev registers its own resource-variable kernels with the
+    installed TF: where libtensorflow_framework exports
+    kernels_experimental.h's functions, 2.16-2.18 (src/kernels/variables/;
+    test_kernels_variables.py checks both sides)."""
+    m = tf_minor()
+    return m is not None and m <= 18
+
+
 class TFCPUDivergence(UserWarning):
     """TF's CPU kernel disagreed with the reference on a known case."""
 

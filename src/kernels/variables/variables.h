@@ -1,0 +1,81 @@
+/*
+ * variables.h - what the files of src/kernels/variables/ share (prefix
+ * skv_; for this folder only): TensorFlow's resource-variable helpers of
+ * tensorflow/c/kernels_experimental.h, found at run time, wrapped so that
+ * their copy callback queues its copy on the launch's stream while TF holds
+ * the variable's mutex.
+ *
+ * Why found at run time: every release simdev builds against (2.16-2.21)
+ * declares these functions, but only 2.16-2.18's libtensorflow_framework.so.2
+ * exports them; 2.19-2.21 export none (docs/kernel-api.md, "Variables").
+ * Linking one would make the plugin fail to load there (TF opens it with
+ * RTLD_NOW), so var_tf.c looks them up (tfcompat/tfc.h) when TF_InitKernel
+ * registers the family, and without them the family registers nothing:
+ * TF's DEVICE_DEFAULT kernels then serve variables on SIMDEV, as before.
+ *
+ * TF's locking contract, from its kernels_experimental.cc (v2.18):
+ *  - TF_AssignVariable takes the variable's mutex itself (it also creates
+ *    the variable if the handle names none); it calls the copy callback,
+ *    under that mutex, only for a variable in copy-on-read mode.
+ *  - TF_GetInputTensorFromVariable takes no lock: it may copy the
+ *    variable's buffer (copy-on-write, when the buffer is shared) and point
+ *    the variable at the copy. So skv_tensor is called only between
+ *    skv_lock and skv_unlock, which hold the mutex exclusively
+ *    (TF_MaybeLockVariableInputMutexesInOrder with do_lock: a shared lock
+ *    would let two readers replace the tensor at once).
+ *  - TF_AssignUpdateVariable is not used: it abort()s the process when the
+ *    handle names no variable (printf + abort). A check before it cannot be
+ *    made atomic with it: it takes the (non-reentrant) mutex itself, so the
+ *    check must release it first, and a DestroyResourceOp in between would
+ *    turn the check's "exists" into the abort. AssignAdd/Sub are skv_lock +
+ *    skv_tensor + the kernel's own update, queued before skv_unlock
+ *    (resource_ops.c), which is what that function does inside.
+ *  - Every tensor TF hands the callback or returns is the caller's to
+ *    delete (the 2.18 header says so): the launch holds them until the
+ *    stream ran (sk_hold).
+ *
+ * Thread contract: skv_resolve runs once in TF_InitKernel, before any
+ * kernel; the function pointers are read-only after it. The other calls run
+ * on TF's thread in a compute function; the callback TF calls during them
+ * runs on that same thread (TF calls it synchronously), which is how it
+ * finds the launch (a thread-local pointer, set only for the call).
+ */
+#ifndef SIMDEV_KERNELS_VARIABLES_VARIABLES_H_
+#define SIMDEV_KERNELS_VARIABLES_VARIABLES_H_
+
+#include "kernels/framework/sk.h"
+/* After sk.h: kernels_experimental.h includes kernels.h, which sk_tf.h has
+ * included already with its weak-constant guard. */
+#include "tensorflow/c/kernels_experimental.h"
+
+/* Finds TF's variable functions in the process: true when all are there
+ * (TF 2.16-2.18); false when one is missing (2.19-2.21), *missing naming
+ * it. Once, from TF_InitKernel. */
+bool skv_resolve(const char** missing);
+
+/* Locks variable input `input` exclusively. Returns the holder for
+ * skv_unlock (never NULL unless the launch failed for want of host
+ * memory). A handle naming no variable is not locked and fails the op
+ * with TF's Internal "Invalid variable reference." (reported by TF, into
+ * the op's context; the launch is marked failed when skv_tensor then finds
+ * no variable). */
+TF_VariableInputLockHolder* skv_lock(sk_launch* l, int input);
+void skv_unlock(TF_VariableInputLockHolder* h);
+
+/* The variable's tensor, the one buffer it owns alone from now on
+ * (TF copies a shared buffer first: the copy is queued on the stream), held
+ * by the launch. Between skv_lock and skv_unlock only. NULL after failing
+ * the launch (TF has set the op's error). */
+TF_Tensor* skv_tensor(sk_launch* l, int input);
+
+/* TF_AssignVariable(resource = input 0, value = input 1): the variable (made
+ * if the handle names none) takes the value's buffer, or a copy of it
+ * queued on the stream (copy-on-read mode). False after failing the launch
+ * (TF has set the op's error, e.g. validate_shape's). */
+bool skv_assign(sk_launch* l, bool validate_shape);
+
+/* A dtype's name as TF's DataTypeString spells it in messages ("float",
+ * "double", "half", ...). */
+const char* skv_dtype_string(TF_DataType dt);
+
+#endif /* SIMDEV_KERNELS_VARIABLES_VARIABLES_H_ */
