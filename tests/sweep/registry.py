@@ -54,12 +54,23 @@ def _covers(kernel, combo):
                for a, allowed in kernel["constraints"].items())
 
 
+# SIMDEV kernels that replace TF's DEFAULT ones on purpose, and why.
+_VARIABLES = ("TF's DEVICE_DEFAULT AssignAdd/SubVariableOp update the variable's device "
+              "memory with host code (docs/kernel-api.md, \"Variables\"); where TF exports "
+              "kernels_experimental.h's functions (2.16-2.18) simdev registers its own "
+              "variable kernels (src/kernels/variables/), which queue every copy and "
+              "update on the stream")
+OVERRIDES = {op: _VARIABLES for op in ("ReadVariableOp", "AssignVariableOp",
+                                       "AssignAddVariableOp", "AssignSubVariableOp")}
+
+
 def check(reg):
     """Messages for every broken rule (empty: all good):
     - an op + dtype combination registered twice for SIMDEV (overlapping
       constraints: TF picks one by priority, or refuses both);
     - a SIMDEV kernel for an op and types TF already has a DEFAULT kernel
-      for (TF's DEFAULT kernel serves SIMDEV too; the two conflict);
+      for (TF's DEFAULT kernel serves SIMDEV too; the two conflict), unless
+      OVERRIDES says why simdev replaces it;
     - a type constraint on an attribute the op's OpDef lacks;
     - a host-memory argument the OpDef has no input or output of."""
     from tensorflow.python.framework import op_def_registry
@@ -87,7 +98,7 @@ def check(reg):
                     msgs.append(f"{op}: {dict(key)} registered twice for SIMDEV "
                                 f"(kernels {seen[key]} and {i})")
                 seen[key] = i
-                for d in reg["default"].get(op, []):
+                for d in reg["default"].get(op, []) if op not in OVERRIDES else []:
                     if _covers(d, c):
                         msgs.append(f"{op}: SIMDEV kernel for {dict(key)} duplicates "
                                     f"TF's DEFAULT kernel {d['constraints']} (host "

@@ -229,3 +229,27 @@ OPS += [S("SimdevToDlpack", _list(_c("2x3", x=X23), _c("zero", x=vals((0, 3)))),
           no_bad="bad capsules are refused in simdev.dlpack's Python and fuzzed by "
                  "tests/fuzz; the op's address input cannot be chosen safely here",
           try_types=(), prop="dlpack")]
+
+
+# The resource-variable ops (src/kernels/variables/, registered on TF
+# 2.16-2.18): their resource input cannot come from NumPy arguments, so the
+# property runs them on a tf.Variable of x (sweep.variable_run) and compares
+# the read-back bits with TF CPU's. Values in [0.25, 2): no sum or
+# difference is subnormal (whose flushing is a mode, not arithmetic).
+def _variable(op, types):
+    xs = vals((2, 3), 0.25, 2.0)
+    return S(op, _list(_c("2x3", x=xs, value=vals((2, 3), 0.25, 2.0, key=1)),
+                       _c("zero", x=vals((0, 3)), value=vals((0, 3), key=1)),
+                       _c("scalar", x=np.array(1.5), value=np.array(0.75))),
+             no_bad="the resource input cannot be made from the sweep's NumPy arguments: "
+                    "the bad inputs (dtypes, shapes, missing variables) are tests/tf/"
+                    "test_kernels_variables.py's, against TF CPU",
+             no_huge="no shape is computed: the variable keeps its shape or takes the value's",
+             try_types=types, prop="variable")
+
+
+_VMOVE = tuple({"dtype": t} for t in ("float32", "float64", "float16", "bfloat16", "int64",
+                                      "bool", "complex64"))
+_VNUM = tuple({"dtype": t} for t in ("float32", "float64", "float16", "bfloat16", "int64"))
+OPS += [_variable("ReadVariableOp", _VMOVE), _variable("AssignVariableOp", _VMOVE),
+        _variable("AssignAddVariableOp", _VNUM), _variable("AssignSubVariableOp", _VNUM)]

@@ -367,6 +367,23 @@ def dlpack_roundtrip(case, combo):
     return runs, x
 
 
+def variable_run(op, case, combo, dev):
+    """A resource-variable op (Spec.prop "variable"): a tf.Variable of
+    case.kwargs["x"] made on dev, the op on its handle (with "value" for the
+    assignments), then the variable read back: [(numpy output, device)]."""
+    import tensorflow as tf
+    dt = combo["dtype"]
+    with tf.device(dev):
+        v = tf.Variable(cast_to(case.kwargs["x"], dt))
+        fn = getattr(tf.raw_ops, op)
+        if op == "ReadVariableOp":
+            out = fn(resource=v.handle, dtype=tf.as_dtype(dt))
+        else:
+            fn(resource=v.handle, value=tf.constant(cast_to(case.kwargs["value"], dt)))
+            out = v.read_value()
+    return [(out.numpy(), out.device)]
+
+
 class Sweep:
     def __init__(self, quick, onednn=False):
         self.quick = quick
@@ -638,6 +655,9 @@ class Sweep:
                 if spec.prop == "dlpack":
                     self.counts["property_cases"] += 1
                     self.dlpack(op, combo, case)
+                elif spec.prop == "variable":
+                    self.counts["property_cases"] += 1
+                    self.variable(op, combo, case)
                 else:
                     self.good(op, spec, opdef, combo, case)
             if self.quick and ci > 0:
@@ -673,6 +693,26 @@ class Sweep:
             if not bits_equal(out, x):
                 self.fail(what, "round trip changed the bits")
 
+    def variable(self, op, combo, case, devs=(SIM, SIM, CPU), kind="case"):
+        """A variable op's case: every run in devs bit-equal to the first
+        and on its device (failures of `kind`: "spec" for a spec without
+        registration). TF CPU runs here, not in the reference process:
+        these ops have no oneDNN kernels to keep away from."""
+        what = case_what(op, combo, case)
+        first = None
+        for dev in devs:
+            try:
+                (out, where), = variable_run(op, case, combo, dev)
+            except Exception as e:
+                self.fail(what, f"on {dev}: {type(e).__name__}: {short(str(e))}", kind)
+                return
+            if dev.split("/")[-1] not in where:
+                self.fail(what, f"result on {where!r}, not {dev}", kind)
+            if first is None:
+                first = out
+            elif not bits_equal(out, first):
+                self.fail(what, f"{dev}'s bits differ from {devs[0]}'s", kind)
+
     def run_spec_only(self, op, spec):
         """A spec whose op simdev does not register (yet): CPU against CPU,
         so that the spec is known good when the kernel lands."""
@@ -688,6 +728,9 @@ class Sweep:
                 if not applies(case, combo):
                     continue
                 self.counts["spec_only_cases"] += 1
+                if spec.prop == "variable":
+                    self.variable(op, combo, case, devs=(CPU, CPU), kind="spec")
+                    continue
                 self.good(op, spec, opdef, combo, case, cpu_ref=False)
             for case in spec.bad_cases(self.quick):
                 if applies(case, combo):

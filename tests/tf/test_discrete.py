@@ -16,7 +16,9 @@ Three TF children:
   AssignAdd/AssignSubVariableOp (AssignUpdateVariableOp<ThreadPoolDevice,
   T, ADD|SUB>), which updates Adam's slots and counter with host code: the finding recorded in
   docs/debugging.md, "Discrete memory". If a TF version stops doing that,
-  this test fails and the note must change.
+  this test fails and the note must change. With TF 2.16-2.18 simdev
+  registers its own variable kernels (src/kernels/variables/), which do
+  every update on the stream: there it trains all on SIMDEV instead.
 - ulimit -f below SIMDEV_MEMORY_MB: the device is refused with a message
   naming SIMDEV_DISCRETE and `ulimit -f`, and the process carries on.
 """
@@ -24,6 +26,8 @@ import re
 import signal
 
 import pytest
+
+from conftest import simdev_variable_kernels
 
 ENV = {"SIMDEV_DISCRETE": "1", "SIMDEV_BFC": "0", "SIMDEV_DEVICE_COUNT": "2",
        "PYTHONFAULTHANDLER": "1"}
@@ -235,6 +239,10 @@ def test_cnn_trains_with_cpu_variables(cnn):
     assert d["sim_peak"] > 1 << 20  # the passes ran on SIMDEV's memory
 
 
+@pytest.mark.skipif(simdev_variable_kernels(), reason=(
+    "this TensorFlow (2.16-2.18) exports kernels_experimental.h's functions: simdev's "
+    "own variable kernels replace TF's DEFAULT AssignAdd/Sub "
+    "(test_cnn_all_on_simdev_trains_with_simdev_variable_kernels)"))
 def test_cnn_all_on_simdev_stops_in_tf_assign_add(cnn):
     assert "ALL ON SIMDEV" in cnn.stdout, cnn.describe()
     assert "TRAINED" not in cnn.stdout
@@ -253,6 +261,21 @@ def test_cnn_all_on_simdev_stops_in_tf_assign_add(cnn):
                      r"allocated \d+ ms ago (by op \w+|outside any simdev "
                      r"kernel)", rep), rep
     assert 'thread: "tf_Compute"' in rep
+
+
+@pytest.mark.skipif(not simdev_variable_kernels(), reason=(
+    "this TensorFlow (2.19+) exports none of kernels_experimental.h's functions: simdev "
+    "registers no variable kernels (test_cnn_all_on_simdev_stops_in_tf_assign_add)"))
+def test_cnn_all_on_simdev_trains_with_simdev_variable_kernels(cnn):
+    # Adam's assign_add / assign_sub (float slots, int64 counter) are
+    # simdev's kernels: no host access, the steps' losses as above.
+    assert "ALL ON SIMDEV" in cnn.stdout, cnn.describe()
+    assert "host access to device memory" not in cnn.stderr, cnn.describe()
+    m = re.search(r"^TRAINED \[([^\]]*)\]", cnn.stdout, re.M)
+    assert m, cnn.describe()
+    losses = [float(x) for x in m.group(1).split(",")]
+    assert len(losses) == 2 and all(0.5 < l < 10 for l in losses), losses
+    cnn.assert_clean_exit()
 
 
 def test_ulimit_f_below_device_memory_is_a_clear_error(run_tf):
