@@ -24,14 +24,14 @@
  * AssignSubVariableOp), which read and write device buffers with host code,
  * outside every stream; the C API that would let a plugin register its own
  * (kernels_experimental.h) is not in any 2.21 binary (2.16-2.18 have it:
- * there kernels/variables/ registers simdev's own, synchronous kernels). So TF must not see an
- * output before the stream has written it, and no buffer a queued item still
- * uses may go back to TF's allocator. Calling `done` only after the item ran
- * gives both: TF's executor schedules consumers after `done`, and the held
- * TF_Tensors keep inputs, outputs and temporaries alive until then. TF's
- * thread still returns right after queuing, and the work runs on the
- * stream's worker in order. (TF 2.21's C async-kernel API hands us a done
- * pointer that dies when compute_async returns; done_shim.cc copies it.)
+ * there kernels/variables/ registers simdev's own, synchronous kernels). So TF
+ * must not see an output before the stream has written it, and no buffer a
+ * queued item still uses may go back to TF's allocator. Calling `done` only
+ * after the item ran gives both: TF's executor schedules consumers after
+ * `done`, and the held TF_Tensors keep inputs, outputs and temporaries alive
+ * until then. TF's thread still returns right after queuing, and the work runs
+ * on the stream's worker in order. (TF 2.21's C async-kernel API hands us a
+ * done pointer that dies when compute_async returns; done_shim.cc copies it.)
  *
  * SIMDEV_SYNC=1 makes compute_async wait until the item ran.
  * SIMDEV_UNSAFE_EARLY_COMPLETION=1 calls `done` right after queuing and
