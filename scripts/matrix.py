@@ -126,8 +126,11 @@ class Release:
         return ok, log_tail(self.log("venv"))
 
     def builds(self):
+        # A build tree per release: one CMake cache must not see two
+        # releases' build environments.
         ok = self.run("builds", [self.py, "-m", "pip", "install", "-q", "--no-deps",
-                                 "--force-reinstall", "."])
+                                 "--force-reinstall", "-C",
+                                 f"build-dir={os.path.join(self.dir, 'build')}", "."])
         return ok, log_tail(self.log("builds"))
 
     def loads(self):
