@@ -16,10 +16,11 @@ For each release of RELEASES (default: all; `--releases 2.18.1,2.21.0`):
   varkern which devices register AssignVariableOp (a fact: simdev does
           on SIMDEV only where the release exports kernels_experimental.h's
           functions, which the drift report below lists)
-  refuses the plugin built for 2.21.0 (that release's venv), registered
-          by this release's conformance harness: SE_InitPlugin must give no
-          device and say "built for TensorFlow 2.21.0, running in
-          TensorFlow <release>" (2.21.0 itself: not run)
+  refuses the plugin built for 2.21.0 (that release's venv), loaded alone
+          (TF_PLUGGABLE_DEVICE_LIBRARY_PATH, in a venv of this release's
+          packages without simdev) by this release's TensorFlow: no SIMDEV
+          device, and "built for TensorFlow 2.21.0, running in TensorFlow
+          <release>" on stderr (2.21.0 itself: not run)
 Then the C API drift report over all of them (scripts/tf_drift.py), and
 docs/tf-releases.md: the table, the reason of every failure (the last lines
 of its log, kept in .matrix/tf-<release>/<step>.log) and the drift report.
@@ -51,6 +52,12 @@ d = [x.name for x in tf.config.list_physical_devices()]
 print(tf.__version__, d)
 assert any("SIMDEV" in x for x in d), "no SIMDEV device"
 """
+REFUSES = """
+import tensorflow as tf
+d = [x.name for x in tf.config.list_physical_devices()]
+print(tf.__version__, d)
+assert not any("SIMDEV" in x for x in d), "a SIMDEV device from another release's plugin"
+"""
 VARKERN = """
 import json, tensorflow as tf
 from tensorflow.python.framework import kernels
@@ -81,9 +88,10 @@ class Release:
     def run(self, step, cmd, timeout=3600, env=None, cwd=ROOT):
         """Runs cmd, its output into the step's log; True if it exited 0."""
         os.makedirs(self.dir, exist_ok=True)
-        full = dict(os.environ, **(env or {}))
+        full = dict(os.environ)
         for k in ("VIRTUAL_ENV", "PYTHONPATH", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH"):
             full.pop(k, None)
+        full.update(env or {})
         with open(self.log(step), "a", encoding="utf-8") as f:
             f.write(f"$ {' '.join(cmd)}\n")
             f.flush()
@@ -169,6 +177,27 @@ class Release:
         # a fact to report, not a failure: which devices have the kernel
         return True, "SIMDEV" if "SIMDEV" in devices else "not on SIMDEV"
 
+    def bare_python(self):
+        """A venv that sees this release's packages but not simdev (its
+        site-packages entries symlinked, tensorflow-plugins/ and simdev
+        left out), so another plugin can be loaded alone: TF aborts when
+        two libraries register one platform."""
+        bare = os.path.join(self.dir, "bare")
+        py = os.path.join(bare, "bin", "python")
+        if not os.path.exists(py):
+            subprocess.run([sys.executable, "-m", "venv", "--without-pip", bare], check=True)
+        site = lambda p: subprocess.run(  # noqa: E731
+            [p, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+            capture_output=True, text=True, check=True).stdout.strip()
+        old, new = site(self.py), site(py)
+        for name in os.listdir(old):
+            link = os.path.join(new, name)
+            skip = (name in ("tensorflow-plugins", "simdev", "__pycache__") or
+                    name.startswith("simdev-") or name.endswith(".pth"))
+            if not skip and not os.path.lexists(link):
+                os.symlink(os.path.join(old, name), link)
+        return py
+
     def refuses(self, other):
         if self.version == other.version:
             return True, "-"
@@ -179,12 +208,16 @@ class Release:
         plugin = where.stdout.strip()
         if where.returncode != 0 or not plugin:
             return False, f"cannot find {other.version}'s plugin: {where.stderr[-300:]}"
-        self.run("refuses", [self.py, "-m", "simdev.conformance", plugin], cwd=self.dir)
+        # This release's TensorFlow loads the other release's plugin alone.
+        ok = self.run("refuses", [self.bare_python(), "-c", REFUSES], cwd=self.dir,
+                      env={"TF_PLUGGABLE_DEVICE_LIBRARY_PATH": plugin})
         want = (f"no SIMDEV device: built for TensorFlow {other.version}, running in "
                 f"TensorFlow {self.version}")
         with open(self.log("refuses"), encoding="utf-8", errors="replace") as f:
             seen = want in f.read()
-        return seen, want if seen else f"not printed: {want!r}\n" + log_tail(self.log("refuses"))
+        if ok and seen:
+            return True, want
+        return False, f"want {want!r} and no SIMDEV device\n" + log_tail(self.log("refuses"))
 
     def all(self):
         for name in STEPS:
@@ -258,14 +291,30 @@ def main(argv):
             r.results["refuses"] = (False, f"not run: {OTHER} not in --releases")
         elif r.results.get("loads", (False,))[0]:
             r.step("refuses", lambda r=r: r.refuses(other))
-    dirs = [d for d in (tfdir(r) for r in releases if r.results.get("venv", (0,))[0]) if d]
+    for r in releases:
+        with open(os.path.join(r.dir, "results.json"), "w", encoding="utf-8") as f:
+            json.dump(r.results, f, indent=1)
+    # The document covers every release with results on record: those run
+    # now and, from .matrix/, those of an earlier --releases run.
+    shown = []
+    for v in RELEASES:
+        r = next((x for x in releases if x.version == v), None)
+        if r is None:
+            r = Release(v)
+            try:
+                with open(os.path.join(r.dir, "results.json"), encoding="utf-8") as f:
+                    r.results = {k: tuple(x) for k, x in json.load(f).items()}
+            except FileNotFoundError:
+                continue
+        shown.append(r)
+    dirs = [d for d in (tfdir(r) for r in shown if r.results.get("venv", (0,))[0]) if d]
     drift = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "tf_drift.py"),
                             "--json", os.path.join(MATRIX, "drift.json"), *dirs],
                            capture_output=True, text=True)
     if drift.returncode != 0:
         print(f"matrix: tf_drift.py failed:\n{drift.stderr[-2000:]}", flush=True)
     if not args.no_doc:
-        write_doc(releases, drift.stdout if drift.returncode == 0 else
+        write_doc(shown, drift.stdout if drift.returncode == 0 else
                   f"tf_drift.py failed:\n\n```\n{drift.stderr[-2000:]}\n```")
         print(f"matrix: wrote {os.path.relpath(DOC, ROOT)}")
     failed = any(not ok for r in releases for ok, _ in r.results.values())
