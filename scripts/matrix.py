@@ -219,6 +219,12 @@ class Release:
             return True, want
         return False, f"want {want!r} and no SIMDEV device\n" + log_tail(self.log("refuses"))
 
+    def save(self):
+        """Results on record (.matrix/tf-<release>/results.json), so a
+        later --releases or --doc-only run can show them."""
+        with open(os.path.join(self.dir, "results.json"), "w", encoding="utf-8") as f:
+            json.dump(self.results, f, indent=1)
+
     def all(self):
         for name in STEPS:
             if name == "refuses":
@@ -228,7 +234,9 @@ class Release:
                 if name in ("venv", "builds", "loads"):
                     for rest in STEPS[STEPS.index(name) + 1:]:
                         self.results[rest] = (False, f"not run: {name} failed")
-                    return
+                    break
+        self.results.setdefault("refuses", (False, "not run yet"))
+        self.save()
 
 
 def tfdir(rel):
@@ -303,8 +311,7 @@ def main(argv):
         elif r.results.get("loads", (False,))[0]:
             r.step("refuses", lambda r=r: r.refuses(other))
     for r in releases:
-        with open(os.path.join(r.dir, "results.json"), "w", encoding="utf-8") as f:
-            json.dump(r.results, f, indent=1)
+        r.save()
     # The document covers every release with results on record: those run
     # now and, from .matrix/, those of an earlier --releases run.
     shown = []
