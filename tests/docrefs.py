@@ -72,7 +72,7 @@ def stale(root):
             # `docs/benchmarks.*`, `test_{a,b}.py`: a pattern, some file
             # must match it
             nxt = text[m.end():m.end() + 2]
-            if nxt[:1] in ("*", "<", "{") or nxt == ".*":
+            if nxt[:1] in ("*", "<", "{") or nxt in (".*", "-<", ".<"):
                 tail = re.match(r"[^\s`'\"()|\]]*", text[m.end():]).group(0)
                 pat = re.sub(r"<[^>]*>|\{[^}]*\}", "*", m.group(1) + tail)
                 if pat not in EXAMPLES and not glob.glob(os.path.join(root, pat)):
