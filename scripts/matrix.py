@@ -13,9 +13,9 @@ For each release of RELEASES (default: all; `--releases 2.18.1,2.21.0`):
           inputs, the registry rules; docs/kernels.md is 2.21's)
   demo    examples/demo.py (the CNN's training step, SIMDEV vs CPU)
   model   tests/tf/test_models.py -k MobileNetV2 (Keras applications)
-  varkern which devices register AssignVariableOp (a fact: simdev does
-          on SIMDEV only where the release exports kernels_experimental.h's
-          functions, which the drift report below lists)
+  varkern which devices register AssignVariableOp (a fact, recorded: no
+          simdev kernel yet; the drift report below lists the releases that
+          export kernels_experimental.h's functions such a kernel needs)
   refuses the plugin built for 2.21.0 (that release's venv), loaded alone
           (TF_PLUGGABLE_DEVICE_LIBRARY_PATH, in a venv of this release's
           packages without simdev) by this release's TensorFlow: no SIMDEV
@@ -62,7 +62,7 @@ VARKERN = """
 import json, tensorflow as tf
 from tensorflow.python.framework import kernels
 k = kernels.get_registered_kernels_for_op("AssignVariableOp")
-print(json.dumps(sorted({x.device_type for x in k.kernel})))
+print("VARKERN " + json.dumps(sorted({x.device_type for x in k.kernel})))
 """
 
 
@@ -113,7 +113,8 @@ class Release:
             ok, why = False, f"matrix: {type(e).__name__}: {e}"
         self.results[name] = (ok, why)
         print(f"matrix: {self.version:7} {name:8} {'ok' if ok else 'FAILED'} "
-              f"({time.time() - t0:.0f} s){'' if ok else ': ' + why.splitlines()[-1][:120]}",
+              f"({time.time() - t0:.0f} s)"
+              f"{'' if ok else ': ' + ((why or '?').splitlines() or ['?'])[-1][:120]}",
               flush=True)
         return ok
 
@@ -172,7 +173,11 @@ class Release:
         ok = self.run("varkern", [self.py, "-c", VARKERN], cwd=self.dir)
         if not ok:
             return False, log_tail(self.log("varkern"))
-        devices = json.loads(log_tail(self.log("varkern"), 1))
+        with open(self.log("varkern"), encoding="utf-8", errors="replace") as f:
+            line = [l for l in f if l.startswith("VARKERN ")]
+        if not line:  # TF writes its own lines into the same log
+            return False, "no VARKERN line\n" + log_tail(self.log("varkern"))
+        devices = json.loads(line[-1].split(" ", 1)[1])
         self.varkern_devices = devices
         # a fact to report, not a failure: which devices have the kernel
         return True, "SIMDEV" if "SIMDEV" in devices else "not on SIMDEV"

@@ -65,8 +65,8 @@ void* tfc_sym(const char* name);
 #define TFC_FIND(fp, fn) tfc_find_((void**)&(fp), #fn)
 int tfc_find_(void** out, const char* name);
 
-/* TF's tensor buffer alignment, as TF_TensorDefaultAlignment() reports it,
- * from the running TF when it exports that function (2.17 on); 2.16's
+/* TF's tensor buffer alignment: TF_TensorDefaultAlignment() from 2.17 on
+ * (decided at compile time, by TFC_TF_MINOR); 2.16's
  * headers declare no such function, and its allocator aligns to
  * Allocator::kAllocatorAlignment, 64 bytes (2.16.2's
  * include/tsl/framework/allocator.h), what later releases' function
