@@ -13,13 +13,14 @@ For each release of RELEASES (default: all; `--releases 2.18.1,2.21.0`):
           inputs, the registry rules; docs/kernels.md is 2.21's)
   demo    examples/demo.py (the CNN's training step, SIMDEV vs CPU)
   model   tests/tf/test_models.py -k MobileNetV2 (Keras applications)
-  varkern which devices register AssignVariableOp (a fact: simdev does
-          on SIMDEV only where the release exports kernels_experimental.h's
-          functions, which the drift report below lists)
-  refuses the plugin built for 2.21.0 (that release's venv), registered
-          by this release's conformance harness: SE_InitPlugin must give no
-          device and say "built for TensorFlow 2.21.0, running in
-          TensorFlow <release>" (2.21.0 itself: not run)
+  varkern which devices register AssignVariableOp (a fact, recorded: no
+          simdev kernel yet; the drift report below lists the releases that
+          export kernels_experimental.h's functions such a kernel needs)
+  refuses the plugin built for 2.21.0 (that release's venv), loaded alone
+          (TF_PLUGGABLE_DEVICE_LIBRARY_PATH, in a venv of this release's
+          packages without simdev) by this release's TensorFlow: no SIMDEV
+          device, and "built for TensorFlow 2.21.0, running in TensorFlow
+          <release>" on stderr (2.21.0 itself: not run)
 Then the C API drift report over all of them (scripts/tf_drift.py), and
 docs/tf-releases.md: the table, the reason of every failure (the last lines
 of its log, kept in .matrix/tf-<release>/<step>.log) and the drift report.
@@ -51,11 +52,17 @@ d = [x.name for x in tf.config.list_physical_devices()]
 print(tf.__version__, d)
 assert any("SIMDEV" in x for x in d), "no SIMDEV device"
 """
+REFUSES = """
+import tensorflow as tf
+d = [x.name for x in tf.config.list_physical_devices()]
+print(tf.__version__, d)
+assert not any("SIMDEV" in x for x in d), "a SIMDEV device from another release's plugin"
+"""
 VARKERN = """
 import json, tensorflow as tf
 from tensorflow.python.framework import kernels
 k = kernels.get_registered_kernels_for_op("AssignVariableOp")
-print(json.dumps(sorted({x.device_type for x in k.kernel})))
+print("VARKERN " + json.dumps(sorted({x.device_type for x in k.kernel})))
 """
 
 
@@ -81,9 +88,10 @@ class Release:
     def run(self, step, cmd, timeout=3600, env=None, cwd=ROOT):
         """Runs cmd, its output into the step's log; True if it exited 0."""
         os.makedirs(self.dir, exist_ok=True)
-        full = dict(os.environ, **(env or {}))
+        full = dict(os.environ)
         for k in ("VIRTUAL_ENV", "PYTHONPATH", "TF_PLUGGABLE_DEVICE_LIBRARY_PATH"):
             full.pop(k, None)
+        full.update(env or {})
         with open(self.log(step), "a", encoding="utf-8") as f:
             f.write(f"$ {' '.join(cmd)}\n")
             f.flush()
@@ -105,7 +113,8 @@ class Release:
             ok, why = False, f"matrix: {type(e).__name__}: {e}"
         self.results[name] = (ok, why)
         print(f"matrix: {self.version:7} {name:8} {'ok' if ok else 'FAILED'} "
-              f"({time.time() - t0:.0f} s){'' if ok else ': ' + why.splitlines()[-1][:120]}",
+              f"({time.time() - t0:.0f} s)"
+              f"{'' if ok else ': ' + ((why or '?').splitlines() or ['?'])[-1][:120]}",
               flush=True)
         return ok
 
@@ -126,8 +135,11 @@ class Release:
         return ok, log_tail(self.log("venv"))
 
     def builds(self):
+        # A build tree per release: one CMake cache must not see two
+        # releases' build environments.
         ok = self.run("builds", [self.py, "-m", "pip", "install", "-q", "--no-deps",
-                                 "--force-reinstall", "."])
+                                 "--force-reinstall", "-C",
+                                 f"build-dir={os.path.join(self.dir, 'build')}", "."])
         return ok, log_tail(self.log("builds"))
 
     def loads(self):
@@ -161,10 +173,35 @@ class Release:
         ok = self.run("varkern", [self.py, "-c", VARKERN], cwd=self.dir)
         if not ok:
             return False, log_tail(self.log("varkern"))
-        devices = json.loads(log_tail(self.log("varkern"), 1))
+        with open(self.log("varkern"), encoding="utf-8", errors="replace") as f:
+            line = [l for l in f if l.startswith("VARKERN ")]
+        if not line:  # TF writes its own lines into the same log
+            return False, "no VARKERN line\n" + log_tail(self.log("varkern"))
+        devices = json.loads(line[-1].split(" ", 1)[1])
         self.varkern_devices = devices
         # a fact to report, not a failure: which devices have the kernel
         return True, "SIMDEV" if "SIMDEV" in devices else "not on SIMDEV"
+
+    def bare_python(self):
+        """A venv that sees this release's packages but not simdev (its
+        site-packages entries symlinked, tensorflow-plugins/ and simdev
+        left out), so another plugin can be loaded alone: TF aborts when
+        two libraries register one platform."""
+        bare = os.path.join(self.dir, "bare")
+        py = os.path.join(bare, "bin", "python")
+        if not os.path.exists(py):
+            subprocess.run([sys.executable, "-m", "venv", "--without-pip", bare], check=True)
+        site = lambda p: subprocess.run(  # noqa: E731
+            [p, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+            capture_output=True, text=True, check=True).stdout.strip()
+        old, new = site(self.py), site(py)
+        for name in os.listdir(old):
+            link = os.path.join(new, name)
+            skip = (name in ("tensorflow-plugins", "simdev", "__pycache__") or
+                    name.startswith("simdev-") or name.endswith(".pth"))
+            if not skip and not os.path.lexists(link):
+                os.symlink(os.path.join(old, name), link)
+        return py
 
     def refuses(self, other):
         if self.version == other.version:
@@ -176,12 +213,22 @@ class Release:
         plugin = where.stdout.strip()
         if where.returncode != 0 or not plugin:
             return False, f"cannot find {other.version}'s plugin: {where.stderr[-300:]}"
-        self.run("refuses", [self.py, "-m", "simdev.conformance", plugin], cwd=self.dir)
+        # This release's TensorFlow loads the other release's plugin alone.
+        ok = self.run("refuses", [self.bare_python(), "-c", REFUSES], cwd=self.dir,
+                      env={"TF_PLUGGABLE_DEVICE_LIBRARY_PATH": plugin})
         want = (f"no SIMDEV device: built for TensorFlow {other.version}, running in "
                 f"TensorFlow {self.version}")
         with open(self.log("refuses"), encoding="utf-8", errors="replace") as f:
             seen = want in f.read()
-        return seen, want if seen else f"not printed: {want!r}\n" + log_tail(self.log("refuses"))
+        if ok and seen:
+            return True, want
+        return False, f"want {want!r} and no SIMDEV device\n" + log_tail(self.log("refuses"))
+
+    def save(self):
+        """Results on record (.matrix/tf-<release>/results.json), so a
+        later --releases or --doc-only run can show them."""
+        with open(os.path.join(self.dir, "results.json"), "w", encoding="utf-8") as f:
+            json.dump(self.results, f, indent=1)
 
     def all(self):
         for name in STEPS:
@@ -192,7 +239,9 @@ class Release:
                 if name in ("venv", "builds", "loads"):
                     for rest in STEPS[STEPS.index(name) + 1:]:
                         self.results[rest] = (False, f"not run: {name} failed")
-                    return
+                    break
+        self.results.setdefault("refuses", (False, "not run yet"))
+        self.save()
 
 
 def tfdir(rel):
@@ -207,8 +256,9 @@ def write_doc(releases, drift):
         "# simdev on each TensorFlow release",
         "",
         "Written by `make matrix` (scripts/matrix.py); do not edit by hand. Each",
-        "release in its own venv (tests/matrix/tf-<release>.lock), simdev built",
-        "into it with `pip install .`; the steps are scripts/matrix.py's.",
+        "release in its own venv, pinned by its lock in tests/matrix/, simdev",
+        "built into it with `pip install .`; the steps are scripts/matrix.py's",
+        "(its docstring says what each checks).",
         "",
         "| release | " + " | ".join(STEPS[1:]) + " |",
         "|---|" + "---|" * (len(STEPS) - 1),
@@ -241,31 +291,56 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--releases", default=",".join(RELEASES))
     ap.add_argument("--no-doc", action="store_true", help="do not rewrite docs/tf-releases.md")
+    ap.add_argument("--doc-only", action="store_true",
+                    help="run nothing: rewrite docs/tf-releases.md from the results on "
+                         "record in .matrix/ (and the drift report of their venvs)")
     args = ap.parse_args(argv)
     wanted = args.releases.split(",")
     unknown = [v for v in wanted if v not in RELEASES]
     if unknown:
         sys.exit(f"matrix: unknown release(s) {unknown}; known: {RELEASES}")
-    releases = [Release(v) for v in wanted]
+    releases = [] if args.doc_only else [Release(v) for v in wanted]
     for r in releases:
         r.all()
     other = next((r for r in releases if r.version == OTHER), None)
+    if other is None and releases:  # from an earlier run, if on record
+        other = Release(OTHER)
+        try:
+            with open(os.path.join(other.dir, "results.json"), encoding="utf-8") as f:
+                other.results = {k: tuple(x) for k, x in json.load(f).items()}
+        except FileNotFoundError:
+            other = None
     for r in releases:
         if other is None:
             r.results["refuses"] = (False, f"not run: {OTHER} not in --releases")
         elif r.results.get("loads", (False,))[0]:
             r.step("refuses", lambda r=r: r.refuses(other))
-    dirs = [d for d in (tfdir(r) for r in releases if r.results.get("venv", (0,))[0]) if d]
+    for r in releases:
+        r.save()
+    # The document covers every release with results on record: those run
+    # now and, from .matrix/, those of an earlier --releases run.
+    shown = []
+    for v in RELEASES:
+        r = next((x for x in releases if x.version == v), None)
+        if r is None:
+            r = Release(v)
+            try:
+                with open(os.path.join(r.dir, "results.json"), encoding="utf-8") as f:
+                    r.results = {k: tuple(x) for k, x in json.load(f).items()}
+            except FileNotFoundError:
+                continue
+        shown.append(r)
+    dirs = [d for d in (tfdir(r) for r in shown if r.results.get("venv", (0,))[0]) if d]
     drift = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "tf_drift.py"),
                             "--json", os.path.join(MATRIX, "drift.json"), *dirs],
                            capture_output=True, text=True)
     if drift.returncode != 0:
         print(f"matrix: tf_drift.py failed:\n{drift.stderr[-2000:]}", flush=True)
     if not args.no_doc:
-        write_doc(releases, drift.stdout if drift.returncode == 0 else
+        write_doc(shown, drift.stdout if drift.returncode == 0 else
                   f"tf_drift.py failed:\n\n```\n{drift.stderr[-2000:]}\n```")
         print(f"matrix: wrote {os.path.relpath(DOC, ROOT)}")
-    failed = any(not ok for r in releases for ok, _ in r.results.values())
+    failed = any(not ok for r in shown for ok, _ in r.results.values())
     return 1 if failed or drift.returncode != 0 else 0
 
 

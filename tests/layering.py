@@ -4,20 +4,27 @@
    includes another module's code only through that module's public
    header(s) (PUBLIC below): never an *_internal.h or a
    kernel family header of another folder.
-2. A module includes only the modules below it: DEPENDS lists, for each,
-   the modules it may use (they form no circle, checked), and only
-   TF_USERS may include TensorFlow's headers; the rest of simdev is
-   TF-free and unit-tested without TF.
+2. A module includes only the modules DEPENDS lists for it (the layers
+   below it, and profiler beside se and xla; no circle, checked), and only
+   TF_USERS include TensorFlow's headers directly (the kernel families
+   get them through the framework's sk.h).
 3. No two files of one module call each other in a circle (a strongly
    connected component of the file-level call graph with more than one
    file), unless ALLOWED_CIRCLES lists it with the reason. The call graph
    comes from `nm` on the object files CMake built: a file uses a symbol
    another file of the same folder defines.
 
+Includes are read in both forms, "..." and <...>; a path names simdev's
+module when the file exists under src/ (else it is another project's, e.g.
+TF's "dlpack/dlpack.h"), and a bare name must be a header of the
+includer's own folder (not another module's, found through an include
+path).
+
 Usage: python3 tests/layering.py SOURCE_DIR BUILD_DIR   (ctest: layering)
        python3 tests/layering.py --selftest   (ctest: layering.selftest:
-       rule 1 reports each kind of forbidden include in a made-up tree)
-Exit status 0 when both rules hold; the report lists every violation.
+       rules 1 and 2 report each kind of forbidden include of a made-up
+       tree, with the rule's own message, and pass the allowed ones)
+Exit status 0 when the three rules hold; the report lists every violation.
 """
 import collections
 import glob
@@ -107,25 +114,32 @@ def include_violations(src):
             bad.append(f"{os.path.relpath(path, src)}: folder {mod} is not "
                        "in tests/layering.py's PUBLIC and DEPENDS (add it "
                        "with its public headers and the modules it uses)")
-        for inc in re.findall(r'^\s*#\s*include\s+"([^"]+)"', text, re.M):
-            if "/" not in inc:
-                other = mod
-            elif inc.startswith("."):
-                # "../math/cwise.h" would slip past the rule below: name
+        where = os.path.relpath(path, src)
+        for inc in re.findall(r'^\s*#\s*include\s+["<]([^">]+)[">]', text, re.M):
+            if inc.startswith("."):
+                # "../math/cwise.h" would slip past the rules below: name
                 # the header as every other include does, from src/.
-                bad.append(f"{os.path.relpath(path, src)} includes {inc} "
-                           "(a relative path: include from src/, e.g. "
-                           "\"kernels/framework/sk.h\")")
+                bad.append(f"{where} includes {inc} (a relative path: include "
+                           "from src/, e.g. \"kernels/framework/sk.h\")")
                 continue
-            else:
-                other = os.path.dirname(inc)
-            where = os.path.relpath(path, src)
             if inc.startswith("tensorflow/"):
                 rel = os.path.relpath(path, os.path.join(src, "src"))
                 if mod not in TF_USERS and rel not in TF_USERS:
                     bad.append(f"{where} includes {inc}: only "
                                f"{', '.join(TF_USERS)} may (TF_USERS)")
                 continue
+            if "/" not in inc:
+                if os.path.exists(os.path.join(os.path.dirname(path), inc)):
+                    continue  # its own folder's header
+                owners = sorted(m for m in PUBLIC
+                                if os.path.exists(os.path.join(src, "src", m, inc)))
+                if owners:
+                    bad.append(f"{where} includes {inc} by its bare name: it is "
+                               f"{owners[0]}'s; include \"{owners[0]}/{inc}\"")
+                continue  # a system header
+            if not os.path.exists(os.path.join(src, "src", inc)):
+                continue  # another project's header (TF's dlpack, jaxlib's FFI)
+            other = os.path.dirname(inc)
             if (other != mod and other in PUBLIC and mod in DEPENDS and
                     other not in DEPENDS[mod]):
                 bad.append(f"{where} includes {inc}: {mod} may use only "
@@ -217,45 +231,58 @@ def main(src, build):
 
 
 def selftest():
-    """Rule 1 must fail on each forbidden include and pass the allowed ones:
-    a tree of tiny files in a temporary folder, checked by
-    include_violations (ctest: layering.selftest)."""
+    """Rules 1 and 2 on a made-up tree in a temporary folder
+    (include_violations): each forbidden include must be reported with its
+    rule's message, each allowed one not at all (ctest: layering.selftest)."""
     import tempfile
+    headers = ["src/device_sim/sim.h", "src/device_sim/sim_internal.h",
+               "src/se/se.h", "src/se/se_internal.h", "src/dlpack/dlp.h",
+               "src/graph/graph.h", "src/kernels/math/cwise.h",
+               "src/kernels/framework/sk.h", "src/kernels/framework/sk_internal.h"]
+    # file -> (its text, the message fragment it must get; None: allowed)
     files = {
-        # allowed: own folder's header, another module's public header,
-        # a family header from inside its family
-        "src/se/ok.c": '#include "se_internal.h"\n#include "device_sim/sim.h"\n',
-        "src/kernels/math/ok.c": '#include "kernels/math/cwise.h"\n'
-                                 '#include "kernels/framework/sk.h"\n',
-        # forbidden, each must be reported
-        "src/se/bad_internal.c": '#include "device_sim/sim_internal.h"\n',
-        "src/kernels/nn/bad_family.c": '#include "kernels/math/cwise.h"\n',
-        "src/kernels/nn/bad_relative.c": '#include "../math/cwise.h"\n',
-        "src/kernels/nn/bad_framework.c": '#include "kernels/framework/sk_internal.h"\n',
-        "src/newmod/x.c": "int x;\n",
-        # rule 2: upward, sideways, TF outside its boundaries
-        "src/device_sim/bad_up.c": '#include "se/se.h"\n',
-        "src/graph/bad_side.c": '#include "device_sim/sim.h"\n',
-        "src/arith/bad_tf.c": '#include "tensorflow/c/tf_tensor.h"\n',
-        "src/graph/bad_tf.c": '#include "tensorflow/c/tf_status.h"\n',
-        "src/graph/plugin.c": '#include "tensorflow/c/tf_status.h"\n'
-                              '#include "graph/graph.h"\n',
-        "src/kernels/interop/ok.c": '#include "dlpack/dlp.h"\n'
-                                    '#include "tensorflow/c/ops.h"\n',
+        "src/se/ok.c": ('#include "se_internal.h"\n#include "device_sim/sim.h"\n'
+                        '#include <stdio.h>\n#include "dlpack/dlpack.h"\n', None),
+        "src/kernels/math/ok.c": ('#include "kernels/math/cwise.h"\n'
+                                  '#include <kernels/framework/sk.h>\n', None),
+        "src/graph/plugin.c": ('#include "tensorflow/c/tf_status.h"\n'
+                               '#include "graph/graph.h"\n', None),
+        "src/kernels/interop/ok.c": ('#include "dlpack/dlp.h"\n'
+                                     '#include "tensorflow/c/ops.h"\n', None),
+        # rule 1: another module's private headers
+        "src/se/bad_internal.c": ('#include "device_sim/sim_internal.h"\n',
+                                  "use device_sim/sim.h"),
+        "src/kernels/interop/bad_internal.c": ('#include "se/se_internal.h"\n',
+                                               "use se/se.h"),
+        "src/kernels/nn/bad_framework.c": ('#include "kernels/framework/sk_internal.h"\n',
+                                           "use kernels/framework/sk.h"),
+        "src/kernels/nn/bad_relative.c": ('#include "../math/cwise.h"\n', "relative path"),
+        "src/se/bad_bare.c": ('#include "sim_internal.h"\n', "by its bare name"),
+        "src/newmod/x.c": ("int x;\n", "not in tests/layering.py's PUBLIC"),
+        # rule 2: upward, sideways, another family, TF outside its boundaries
+        "src/device_sim/bad_up.c": ('#include "se/se.h"\n', "DEPENDS"),
+        "src/graph/bad_side.c": ('#include "device_sim/sim.h"\n', "DEPENDS"),
+        "src/kernels/nn/bad_family.c": ('#include "kernels/math/cwise.h"\n', "DEPENDS"),
+        "src/kernels/nn/bad_angle.c": ('#include <kernels/math/cwise.h>\n', "DEPENDS"),
+        "src/arith/bad_tf.c": ('#include "tensorflow/c/tf_tensor.h"\n', "TF_USERS"),
+        "src/arith/bad_angle_tf.c": ('#include <tensorflow/c/tf_tensor.h>\n', "TF_USERS"),
+        "src/graph/bad_tf.c": ('#include "tensorflow/c/tf_status.h"\n', "TF_USERS"),
     }
     with tempfile.TemporaryDirectory() as d:
-        for rel, text in files.items():
+        for rel, text in [(h, "") for h in headers] + [(f, t) for f, (t, _) in files.items()]:
             os.makedirs(os.path.dirname(os.path.join(d, rel)), exist_ok=True)
             with open(os.path.join(d, rel), "w", encoding="utf-8") as f:
                 f.write(text)
         found = include_violations(d)
     failed = 0
-    for rel in files:
+    for rel, (_, want) in files.items():
         hits = [b for b in found if b.startswith(rel.replace("/", os.sep))]
-        want = "/bad_" in rel or "/newmod/" in rel
-        if bool(hits) != want:
+        if want is None and hits:
             failed += 1
-            print(f"selftest: {rel}: {'not reported' if want else hits}")
+            print(f"selftest: {rel}: allowed, but reported: {hits}")
+        elif want is not None and not any(want in h for h in hits):
+            failed += 1
+            print(f"selftest: {rel}: want a report with {want!r}, got {hits}")
     print("layering selftest: " + ("FAILED" if failed else
                                    f"ok ({len(found)} violations found)"))
     return 1 if failed else 0

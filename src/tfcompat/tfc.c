@@ -9,6 +9,8 @@
 #include <dlfcn.h>
 #include <string.h>
 
+#include "tensorflow/c/tf_tensor.h"
+
 /* TF's libraries a process may hold without exporting them globally:
  * TF's Python package loads libtensorflow_cc with RTLD_LOCAL; a C program
  * links libtensorflow. */
@@ -38,7 +40,11 @@ int tfc_find_(void** out, const char* name) {
 }
 
 size_t tfc_tensor_alignment(void) {
-  size_t (*fn)(void) = NULL;
-  if (tfc_find_((void**)&fn, "TF_TensorDefaultAlignment")) return fn();
+  /* Known at compile time (the plugin runs only in its own release): no
+   * lookup on the kernel path that calls this per launch. */
+#if TFC_TF_MINOR >= 17
+  return TF_TensorDefaultAlignment();
+#else
   return 64; /* 2.16: Allocator::kAllocatorAlignment (tfc.h) */
+#endif
 }

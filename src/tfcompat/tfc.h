@@ -29,9 +29,10 @@
 
 /* The minor release simdev is compiled against, 16 ... 21: CMake reads it
  * from the wheel's metadata (SIMDEV_TF_MINOR). The headers confirm it
- * where they can: up to 2.20 version.h defines TF_MINOR_VERSION; 2.21
+ * where they can: up to 2.19 version.h defines TF_MINOR_VERSION; 2.20
  * moved it to release_version.h, which takes it from TF's own build flags
- * and so says nothing to a plugin (its presence still means >= 2.21). */
+ * and so says nothing to a plugin (its presence still means >= 2.20;
+ * measured on the 2.16.2 ... 2.21.0 wheels). */
 #ifndef SIMDEV_TF_MINOR
 #error "the build defines SIMDEV_TF_MINOR (CMakeLists.txt)"
 #endif
@@ -39,8 +40,8 @@
 #error "simdev builds against TensorFlow 2.16 to 2.21 (CMakeLists.txt)"
 #endif
 #if __has_include("tensorflow/core/public/release_version.h")
-#if SIMDEV_TF_MINOR < 21
-#error "TensorFlow's headers are 2.21 or later, not SIMDEV_TF_MINOR's"
+#if SIMDEV_TF_MINOR < 20
+#error "TensorFlow's headers are 2.20 or later, not SIMDEV_TF_MINOR's"
 #endif
 #else
 #include "tensorflow/core/public/version.h"
@@ -64,8 +65,8 @@ void* tfc_sym(const char* name);
 #define TFC_FIND(fp, fn) tfc_find_((void**)&(fp), #fn)
 int tfc_find_(void** out, const char* name);
 
-/* TF's tensor buffer alignment, as TF_TensorDefaultAlignment() reports it,
- * from the running TF when it exports that function (2.17 on); 2.16's
+/* TF's tensor buffer alignment: TF_TensorDefaultAlignment() from 2.17 on
+ * (decided at compile time, by TFC_TF_MINOR); 2.16's
  * headers declare no such function, and its allocator aligns to
  * Allocator::kAllocatorAlignment, 64 bytes (2.16.2's
  * include/tsl/framework/allocator.h), what later releases' function

@@ -56,7 +56,7 @@ CONF_RULES(conf_imports_rules, IMPORTS_RULES)
  * of every release 2.16-2.21, exported by libtensorflow_framework.so.2 in
  * 2.16-2.18 and by no library of TF 2.19, 2.20 and 2.21 (measured with
  * nm -D --defined-only on each release's wheel, scripts/tf_drift.py;
- * docs/kernel-api.md, "Variables"). */
+ * docs/tf-releases.md, the drift report). */
 static const char* const kernels_experimental[] = {
     "TF_AddNVariant",
     "TF_AssignRefVariable",
@@ -375,7 +375,7 @@ int conf_imports_verdict(void* dl) {
          scan.nexperimental > 0
              ? "declared in TF's headers? kernels_experimental.h's functions "
                "are exported by no library of TF 2.19-2.21 "
-               "(docs/kernel-api.md): look them up with dlsym"
+               "(docs/tf-releases.md): look them up with dlsym"
              : "built against another TF release? --tf-dir",
          scan.nexperimental > 0 && scan.nexperimental < scan.nmissing
              ? "; the others: built against another TF release? --tf-dir"

@@ -48,15 +48,14 @@ static void* open_framework(const char* dir, char* err, size_t errlen) {
 }
 
 /* POSIX: dlsym's object pointer converts to a function pointer. */
-#define LOAD(field, name)                                             \
-  do {                                                                \
-    void* sym_ = dlsym(h, name);                                      \
-    if (sym_ == NULL) {                                               \
-      snprintf(err, errlen, "%s has no %s: %s", FRAMEWORK, name,      \
-               dlerror());                                            \
-      return -1;                                                      \
-    }                                                                 \
-    memcpy(&fn.field, &sym_, sizeof(sym_));                           \
+#define LOAD(field, name)                                                    \
+  do {                                                                       \
+    void* sym_ = dlsym(h, name);                                             \
+    if (sym_ == NULL) {                                                      \
+      snprintf(err, errlen, "%s has no %s: %s", FRAMEWORK, name, dlerror()); \
+      return -1;                                                             \
+    }                                                                        \
+    memcpy(&fn.field, &sym_, sizeof(sym_));                                  \
   } while (0)
 
 int conf_tf_load(const char* dir, char* err, size_t errlen) {
@@ -101,20 +100,28 @@ const char* conf_tf_dir(void) {
 /* Where TF's C API (c_api.h) lives: libtensorflow_cc.so.2 since TF 2.11,
  * the Python extension before (TF 2.10 and older wheels have no
  * libtensorflow_cc.so.2; that one needs libpython, see --preload). */
-static const char* const cc_libs[] = {CC, "python/_pywrap_tensorflow_internal.so"};
+static const char* const cc_libs[] = {CC,
+                                      "python/_pywrap_tensorflow_internal.so"};
+
+/* The first of cc_libs under tf_dir that dlopen(mode) loads, or NULL with
+ * every library's dlerror in why (len > 0). */
+static void* open_cc(int mode, char* why, size_t len) {
+  why[0] = '\0';
+  for (size_t i = 0; i < sizeof(cc_libs) / sizeof(cc_libs[0]); i++) {
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/%s", tf_dir, cc_libs[i]);
+    void* h = dlopen(path, mode);
+    if (h != NULL) return h;
+    size_t used = strlen(why);
+    snprintf(why + used, len - used, "%s%s", used ? "; " : "", dlerror());
+  }
+  return NULL;
+}
 
 void* conf_tf_cc_sym(const char* name, char* err, size_t errlen) {
   if (cc_handle == NULL) {
-    char why[2048] = "";
-    for (size_t i = 0; i < sizeof(cc_libs) / sizeof(cc_libs[0]); i++) {
-      char path[PATH_MAX + 64];
-      snprintf(path, sizeof(path), "%s/%s", tf_dir, cc_libs[i]);
-      cc_handle = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
-      if (cc_handle != NULL) break;
-      size_t used = strlen(why);
-      snprintf(why + used, sizeof(why) - used, "%s%s", used ? "; " : "",
-               dlerror());
-    }
+    char why[2048];
+    cc_handle = open_cc(RTLD_NOW | RTLD_GLOBAL, why, sizeof(why));
     if (cc_handle == NULL) {
       snprintf(err, errlen, "cannot load TF's C API library: %s", why);
       return NULL;
@@ -136,17 +143,9 @@ static char cc_local_err[1024];
 
 int conf_tf_exports(const char* name, char* err, size_t errlen) {
   if (dlsym(RTLD_DEFAULT, name) != NULL) return 1;
-  if (cc_local == NULL && cc_local_err[0] == '\0') {
-    for (size_t i = 0; i < sizeof(cc_libs) / sizeof(cc_libs[0]); i++) {
-      char path[PATH_MAX + 64];
-      snprintf(path, sizeof(path), "%s/%s", tf_dir, cc_libs[i]);
-      cc_local = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-      if (cc_local != NULL) break;
-      size_t used = strlen(cc_local_err);
-      snprintf(cc_local_err + used, sizeof(cc_local_err) - used, "%s%s",
-               used ? "; " : "", dlerror());
-    }
-  }
+  if (cc_local == NULL && cc_local_err[0] == '\0')
+    cc_local =
+        open_cc(RTLD_NOW | RTLD_LOCAL, cc_local_err, sizeof(cc_local_err));
   if (cc_local == NULL) {
     snprintf(err, errlen, "cannot load TF's C API library: %s", cc_local_err);
     return -1;
@@ -159,8 +158,7 @@ int conf_tf_exports(const char* name, char* err, size_t errlen) {
 TF_Status* conf_status_new(void) {
   TF_Status* s = fn.new_status();
   if (s == NULL) {
-    fprintf(stderr, "%s:%d: TF_NewStatus returned NULL\n", __FILE__,
-            __LINE__);
+    fprintf(stderr, "%s:%d: TF_NewStatus returned NULL\n", __FILE__, __LINE__);
     abort();
   }
   return s;
