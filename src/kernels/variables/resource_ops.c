@@ -166,8 +166,9 @@ static bool same_shape(const TF_Tensor* a, const TF_Tensor* b) {
 
 static void read_compute(sk_launch* l, void* state) {
   const var_state* st = state;
-  TF_VariableInputLockHolder* h = skv_lock(l, 0);
-  TF_Tensor* t = h != NULL ? skv_tensor(l, 0) : NULL;
+  static const int kVar[] = {0};
+  TF_VariableInputLockHolder* h = skv_lock(l, kVar, 1, false);
+  TF_Tensor* t = h != NULL ? skv_tensor(l, 0, false) : NULL;
   if (t != NULL && TF_TensorType(t) != st->dtype) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "Trying to read variable with wrong dtype. Expected %s got %s",
@@ -190,8 +191,10 @@ static void update_compute(sk_launch* l, void* state) {
   const var_state* st = state;
   const char* op = st->sub ? "AssignSubVariableOp" : "AssignAddVariableOp";
   TF_Tensor* v = sk_input(l, 1);
-  TF_VariableInputLockHolder* h = v != NULL ? skv_lock(l, 0) : NULL;
-  TF_Tensor* x = h != NULL ? skv_tensor(l, 0) : NULL;
+  static const int kVar[] = {0};
+  TF_VariableInputLockHolder* h =
+      v != NULL ? skv_lock(l, kVar, 1, false) : NULL;
+  TF_Tensor* x = h != NULL ? skv_tensor(l, 0, false) : NULL;
   if (x == NULL) {
     skv_unlock(h);
     return;

@@ -80,12 +80,17 @@ static void failed(sk_launch* l, const char* call, TF_Status* st) {
           code == TF_OK ? "no tensor" : TF_Message(st));
 }
 
-TF_VariableInputLockHolder* skv_lock(sk_launch* l, int input) {
+TF_VariableInputLockHolder* skv_lock(sk_launch* l, const int* inputs, int n,
+                                     bool sparse) {
   TF_VariableInputLockHolder* h = NULL;
   TF_Status* st = preset();
   t_launch = l;
-  /* sparse = false: no copy-on-read switch, so TF calls no copy here. */
-  g.lock(sk_context(l), true, false, &input, 1, copy_cb, &h, st);
+  /* TF takes the mutexes in its own (address) order, so two ops locking
+   * the same variables cannot deadlock. With sparse, TF first switches
+   * each variable to copy-on-read mode, copying a shared buffer: that copy
+   * goes through copy_cb and is queued here. The int* is not const in
+   * TF's signature; TF only reads it. */
+  g.lock(sk_context(l), true, sparse, (int*)inputs, n, copy_cb, &h, st);
   t_launch = NULL;
   if (h == NULL) failed(l, "TF_MaybeLockVariableInputMutexesInOrder", st);
   TF_DeleteStatus(st);
@@ -96,11 +101,11 @@ void skv_unlock(TF_VariableInputLockHolder* h) {
   if (h != NULL) g.release(h);
 }
 
-TF_Tensor* skv_tensor(sk_launch* l, int input) {
+TF_Tensor* skv_tensor(sk_launch* l, int input, bool sparse) {
   TF_Tensor* t = NULL;
   TF_Status* st = preset();
   t_launch = l;
-  g.get(sk_context(l), input, true, false, false, copy_cb, &t, st);
+  g.get(sk_context(l), input, true, sparse, false, copy_cb, &t, st);
   t_launch = NULL;
   if (TF_GetCode(st) != TF_OK || t == NULL) {
     if (t != NULL) TF_DeleteTensor(t);

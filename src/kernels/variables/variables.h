@@ -53,20 +53,25 @@
  * it. Once, from TF_InitKernel. */
 bool skv_resolve(const char** missing);
 
-/* Locks variable input `input` exclusively. Returns the holder for
+/* Locks the variable inputs inputs[0..n) exclusively (TF orders the
+ * mutexes, so any set is deadlock-free); sparse as TF's sparse kernels
+ * pass it (copy-on-read: TF copies a shared buffer first, queued on the
+ * stream). Returns the holder for
  * skv_unlock (never NULL unless the launch failed for want of host
  * memory). A handle naming no variable is not locked and fails the op
  * with TF's Internal "Invalid variable reference." (reported by TF, into
  * the op's context; the launch is marked failed when skv_tensor then finds
  * no variable). */
-TF_VariableInputLockHolder* skv_lock(sk_launch* l, int input);
+TF_VariableInputLockHolder* skv_lock(sk_launch* l, const int* inputs, int n,
+                                     bool sparse);
 void skv_unlock(TF_VariableInputLockHolder* h);
 
 /* The variable's tensor, the one buffer it owns alone from now on
  * (TF copies a shared buffer first: the copy is queued on the stream), held
- * by the launch. Between skv_lock and skv_unlock only. NULL after failing
+ * by the launch; sparse as given to skv_lock. Between skv_lock and
+ * skv_unlock only. NULL after failing
  * the launch (TF has set the op's error). */
-TF_Tensor* skv_tensor(sk_launch* l, int input);
+TF_Tensor* skv_tensor(sk_launch* l, int input, bool sparse);
 
 /* TF_AssignVariable(resource = input 0, value = input 1): the variable (made
  * if the handle names none) takes the value's buffer, or a copy of it
