@@ -118,8 +118,10 @@ PYTEST_ARGS ?= -q -n 2 --dist loadfile --no-loadscope-reorder
 # at the end (files named one by one: given a directory, pytest collects in
 # name order).
 # test_valgrind.py: one TF script under memcheck, several minutes, mostly
-# one core.
-PYTEST_SLOW  := tests/tf/test_valgrind.py \
+# one core. test_release_lane.py: TF 2.18.1's venv (make matrix's, under
+# .matrix/), simdev built for it, its variable-kernel tests; about three
+# minutes, mostly one core.
+PYTEST_SLOW  := tests/tf/test_valgrind.py tests/tf/test_release_lane.py \
                 tests/tf/test_kernel_coverage.py tests/tf/test_wheel.py \
                 tests/tf/test_models.py tests/tf/test_bench_smoke.py
 PYTEST_FILES := $(PYTEST_SLOW) \
