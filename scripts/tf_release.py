@@ -8,15 +8,18 @@ against the release already in the environment it installs into, and the
 wheel depends on that release, never pulling in another one:
 
 - build requirements (get_requires_for_dynamic_metadata, run by pip before
-  it fills the isolated build environment): `tensorflow-cpu==<release>`,
-  where the release is SIMDEV_TF_VERSION if set (for `pip wheel` aimed at
-  a release), else the tensorflow-cpu or tensorflow the target environment
+  it fills the isolated build environment): `<dist>==<release>`, where the
+  release is SIMDEV_TF_VERSION if set (for `pip wheel` aimed at a
+  release), else the tensorflow-cpu or tensorflow the target environment
   has (pip runs this hook with the target's interpreter, so sys.prefix is
-  that environment), else DEFAULT. jaxlib (the XLA FFI header of
+  that environment), else DEFAULT; and dist is the one the target has
+  (tensorflow-cpu without any), so that a venv of `tensorflow` does not
+  get tensorflow-cpu installed over it. jaxlib (the XLA FFI header of
   libsimdev_xla.so) joins them where it can be installed beside that
   TensorFlow: jaxlib 0.10.2 needs numpy >= 2, which 2.16 and 2.17 refuse.
 - `dependencies` (dynamic_metadata, run in the build environment):
-  `tensorflow-cpu==<major>.<minor>.*` of the TensorFlow the build found.
+  `<dist>==<major>.<minor>.*` of the TensorFlow the build found, under the
+  name it was installed as.
 
 A release outside SIMDEV_TF_RELEASES is an error naming the known ones.
 """
@@ -47,9 +50,9 @@ def _release(version):
     return f"{m.group(1)}.{m.group(2)}" if m else ""
 
 
-def target_tf_version(prefix=None):
-    """The tensorflow-cpu (or tensorflow) version installed in the
-    environment at prefix (default: this interpreter's), or None."""
+def target_tf(prefix=None):
+    """(distribution, version) of the tensorflow-cpu or tensorflow installed
+    in the environment at prefix (default: this interpreter's), or None."""
     prefix = sys.prefix if prefix is None else prefix
     purelib = sysconfig.get_paths(vars={"base": prefix, "platbase": prefix})["purelib"]
     found = set()
@@ -58,12 +61,19 @@ def target_tf_version(prefix=None):
             with open(meta, encoding="utf-8") as f:
                 for line in f:
                     if line.startswith("Version:"):
-                        found.add(line.split(":", 1)[1].strip())
+                        found.add((name.replace("_", "-"), line.split(":", 1)[1].strip()))
                         break
     if len(found) > 1:
-        raise RuntimeError(f"several TensorFlow releases in {purelib}: {sorted(found)}; "
-                           "set SIMDEV_TF_VERSION to the one to build against")
+        raise RuntimeError(f"several TensorFlow distributions in {purelib}: "
+                           f"{sorted(f'{d}=={v}' for d, v in found)}; set SIMDEV_TF_VERSION "
+                           "to the release to build against, and keep one of them")
     return found.pop() if found else None
+
+
+def target_tf_version(prefix=None):
+    """The version of target_tf(prefix), or None."""
+    t = target_tf(prefix)
+    return t[1] if t else None
 
 
 def build_tf_version():
@@ -78,7 +88,8 @@ def build_tf_version():
 
 def get_requires_for_dynamic_metadata(settings=None):
     v = build_tf_version()
-    reqs = [f"tensorflow-cpu=={v}"]
+    t = target_tf()
+    reqs = [f"{t[0] if t else 'tensorflow-cpu'}=={v}"]
     if int(_release(v).split(".")[1]) >= JAXLIB_FROM_MINOR:
         reqs.append(JAXLIB)
     return reqs
@@ -91,7 +102,7 @@ def dynamic_metadata(settings=None, project=None):
             v = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             continue
-        return {"dependencies": [f"tensorflow-cpu=={_release(v)}.*"]}
+        return {"dependencies": [f"{dist}=={_release(v)}.*"]}
     raise RuntimeError("no TensorFlow in the build environment (pip's isolated "
                        "build installs it; with --no-build-isolation install it first)")
 

@@ -51,19 +51,23 @@ def test_empty_environment_has_none(tfr, tmp_path):
 
 def test_two_releases_are_refused(tfr, tmp_path):
     env = fake_env(tmp_path, ("tensorflow_cpu", "2.18.1"), ("tensorflow", "2.19.1"))
-    with pytest.raises(RuntimeError, match="several TensorFlow releases"):
+    with pytest.raises(RuntimeError, match="several TensorFlow distributions"):
         tfr.target_tf_version(env)
 
 
-def test_requirements_follow_the_target(tfr, tmp_path, monkeypatch):
-    monkeypatch.setattr(tfr.sys, "prefix", fake_env(tmp_path, ("tensorflow_cpu", "2.19.1")))
-    assert tfr.get_requires_for_dynamic_metadata({}) == ["tensorflow-cpu==2.19.1",
-                                                         tfr.JAXLIB]
+@pytest.mark.parametrize("name", ["tensorflow_cpu", "tensorflow"])
+def test_requirements_follow_the_target(tfr, tmp_path, monkeypatch, name):
+    """The release and the distribution: a venv of `tensorflow` must not get
+    tensorflow-cpu installed over it."""
+    monkeypatch.setattr(tfr.sys, "prefix", fake_env(tmp_path, (name, "2.19.1")))
+    assert tfr.get_requires_for_dynamic_metadata({}) == [
+        f"{name.replace('_', '-')}==2.19.1", tfr.JAXLIB]
 
 
 @pytest.mark.parametrize("version,jax", [("2.16.2", False), ("2.17.1", False),
                                          ("2.18.1", True), ("2.21.0", True)])
-def test_override_and_jaxlib_where_it_fits(tfr, monkeypatch, version, jax):
+def test_override_and_jaxlib_where_it_fits(tfr, tmp_path, monkeypatch, version, jax):
+    monkeypatch.setattr(tfr.sys, "prefix", fake_env(tmp_path))
     monkeypatch.setenv("SIMDEV_TF_VERSION", version)
     reqs = tfr.get_requires_for_dynamic_metadata({})
     assert reqs[0] == f"tensorflow-cpu=={version}"
@@ -91,6 +95,9 @@ def test_dependency_is_the_built_release(tfr, monkeypatch):
         return versions[dist]
     monkeypatch.setattr(tfr.importlib.metadata, "version", version)
     assert tfr.dynamic_metadata({}, {}) == {"dependencies": ["tensorflow-cpu==2.18.*"]}
+    versions.clear()
+    versions["tensorflow"] = "2.19.1"  # built in a venv of `tensorflow`
+    assert tfr.dynamic_metadata({}, {}) == {"dependencies": ["tensorflow==2.19.*"]}
     versions.clear()
     with pytest.raises(RuntimeError, match="no TensorFlow in the build environment"):
         tfr.dynamic_metadata({}, {})
