@@ -292,6 +292,23 @@ with tf.device("/device:SIMDEV:0"):
     x = keras.layers.GRU(8)(x)                    # the rest on SIMDEV
 ```
 
+With TF 2.16-2.18, where simdev registers its own variable kernels
+(src/kernels/variables/), the variables can live on SIMDEV:
+tests/tf/test_variables_models.py trains an Embedding + LSTM and a
+Transformer block (Keras 3), a `tf.compat.v1.train.AdamOptimizer` graph and,
+with `SIMDEV_DISCRETE=1`, the demo CNN that way, soft placement off, against
+TF CPU's losses. Keras 3's Adam makes the Embedding's gradient dense and
+updates every variable with Assign*VariableOp, which simdev has. Measured on
+2.18.1, what SIMDEV still lacks there (the tests mark these parts xfail,
+naming the ops; other kernel families add them):
+
+| model | op (dtypes) | effect | reason |
+|---|---|---|---|
+| Keras SGD with an Embedding | ResourceScatterSub (float32, int32 indices) | placement error (the variable's colocation group) | SGD's sparse update of the Embedding rows |
+| `tf.compat.v1.train.AdamOptimizer` | ResourceApplyAdam (float32) | placement error | v1 Adam's fused dense update |
+| the same with `tf.nn.embedding_lookup` | ResourceGather, ResourceScatterAdd (float32, int32 indices) | placement error | the lookup, and Adam's sparse slot updates |
+| LSTM (Keras 3's `tf.while_loop`), its gradient loop | ZerosLike, AddN (T=variant: TensorLists) | run on the CPU even with soft placement off, with `_Send`/`_Recv` of the lists and the loop's control (Enter, Merge, Switch, NextIteration, the LoopCond's `_HostRecv`) in the CPU's partition | TF builds these gradient nodes with no requested device and has no DEVICE_DEFAULT variant AddN/ZerosLike; a plugin can add them only through TF_AddNVariant/TF_ZerosLikeVariant (kernels_experimental.h, exported by 2.16-2.18 only: on 2.19+ they stay on the CPU) |
+
 """
 
 
