@@ -40,9 +40,9 @@ PUBLIC = {
     # programs and the table of fusable ops, read by the kernels and the
     # graph optimizer); ewops.h (THE list of pure float elementwise ops, an
     # X-macro the cwise kernels and ewprog.c expand); dims.h (checked shape
-    # arithmetic)
+    # arithmetic); gather.h (index checks, gathers, the scatter walk)
     "arith": ("arith/sa.h", "arith/scalar.h", "arith/ewprog.h",
-              "arith/ewops.h", "arith/dims.h"),
+              "arith/ewops.h", "arith/dims.h", "arith/gather.h"),
     # the XLA FFI handlers (libsimdev_xla.so); jaxlib's c_api.h is included
     # with <>, as a system header
     "xla": "xla/sx.h",

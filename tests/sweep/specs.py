@@ -413,6 +413,7 @@ from specs_nn import OPS as _NN_OPS  # noqa: E402
 
 SPECS = spec_map(OPS + _DATA_OPS + _NN_OPS)
 from specs_ewprog import OPS as _EWPROG_OPS  # noqa: E402
-SPECS = spec_map(list(SPECS.values()) + _EWPROG_OPS)
+from specs_sparse_var import OPS as _SPARSE_VAR_OPS  # noqa: E402
+SPECS = spec_map(list(SPECS.values()) + _EWPROG_OPS + _SPARSE_VAR_OPS)
 import specs_huge  # noqa: E402
 SPECS = specs_huge.apply(SPECS)

@@ -370,14 +370,26 @@ def dlpack_roundtrip(case, combo):
 def variable_run(op, case, combo, dev):
     """A resource-variable op (Spec.prop "variable"): a tf.Variable of
     case.kwargs["x"] made on dev, the op on its handle (with "value" for the
-    assignments), then the variable read back: [(numpy output, device)]."""
+    assignments; "indices", "updates" for the sparse ops), then the gather's
+    output or the variable read back: [(numpy output, device)]."""
     import tensorflow as tf
-    dt = combo["dtype"]
+    dt = combo.get("dtype") or combo["T"]
+    kw = case.kwargs
     with tf.device(dev):
-        v = tf.Variable(cast_to(case.kwargs["x"], dt))
+        v = tf.Variable(cast_to(kw["x"], dt))
         fn = getattr(tf.raw_ops, op)
         if op == "ReadVariableOp":
             out = fn(resource=v.handle, dtype=tf.as_dtype(dt))
+        elif "indices" in kw:  # the sparse ops (tests/sweep/specs_sparse_var.py)
+            idx = tf.constant(np.asarray(kw["indices"]).astype(combo["Tindices"]))
+            if "Gather" in op:
+                extra = {"batch_dims": kw["batch_dims"]} if "batch_dims" in kw else {}
+                out = fn(resource=v.handle, indices=idx, dtype=tf.as_dtype(dt), **extra)
+            else:
+                key = "ref" if op.startswith("ResourceScatterNd") else "resource"
+                fn(**{key: v.handle}, indices=idx,
+                   updates=tf.constant(cast_to(kw["updates"], dt)))
+                out = v.read_value()
         else:
             fn(resource=v.handle, value=tf.constant(cast_to(case.kwargs["value"], dt)))
             out = v.read_value()

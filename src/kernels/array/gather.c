@@ -19,6 +19,8 @@
  *
  * Axis/depth/num_segments live in host memory. Thread contract as in sk.h.
  */
+#include "arith/gather.h"
+
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -45,42 +47,21 @@ static void pos_str(const sk_shape* s, int64_t p, char* buf, size_t len) {
  * ----------------------------------------------------------------- */
 
 typedef struct gather_args {
-  const char* x;
-  char* y;
-  const void* idx;
-  TF_DataType it;
-  size_t es;
-  sk_shape ishape;                   /* indices, for the error message */
-  int64_t batch, outer, n, k, inner; /* x: [batch, outer, n, inner] */
+  sa_gather g;
+  sk_shape ishape; /* indices, for the error message */
 } gather_args;
-
-static void gather_rows(void* arg, int64_t b, int64_t e) {
-  const gather_args* a = arg;
-  size_t row = (size_t)a->inner * a->es;
-  for (int64_t r = b; r < e; r++) { /* r over [batch, outer, k] */
-    int64_t kk = r % a->k, o = r / a->k % a->outer, bb = r / a->k / a->outer;
-    int64_t j = sk_index(a->it, a->idx, bb * a->k + kk);
-    memcpy(a->y + (size_t)r * row,
-           a->x + (size_t)((bb * a->outer + o) * a->n + j) * row, row);
-  }
-}
 
 static void gather_run(sk_launch* l, void* args) {
   gather_args* a = args;
-  int64_t total = a->batch * a->k;
-  for (int64_t i = 0; i < total; i++) {
-    int64_t j = sk_index(a->it, a->idx, i);
-    if (j < 0 || j >= a->n) {
-      char b[SK_MAX_DIMS * 24];
-      pos_str(&a->ishape, i, b, sizeof(b));
-      sk_fail(l, TF_INVALID_ARGUMENT, "indices%s = %lld is not in [0, %lld)", b,
-              (long long)j, (long long)a->n);
-      return;
-    }
+  int64_t i = sa_gather_bad(&a->g);
+  if (i >= 0) {
+    char b[SK_MAX_DIMS * 24];
+    pos_str(&a->ishape, i, b, sizeof(b));
+    sk_fail(l, TF_INVALID_ARGUMENT, "indices%s = %lld is not in [0, %lld)", b,
+            (long long)sa_index(a->g.idx64, a->g.idx, i), (long long)a->g.n);
+    return;
   }
-  int64_t rows = a->batch * a->outer * a->k;
-  int64_t grain = SKA_GRAIN / (a->inner > 0 ? a->inner : 1);
-  sim_parallel_for(rows, grain > 0 ? grain : 1, gather_rows, a);
+  sa_gather_run(&a->g);
 }
 
 typedef struct gather_state {
@@ -150,28 +131,29 @@ static void gather_compute(sk_launch* l, void* state) {
   TF_Tensor* y = sk_output(l, 0, &os);
   gather_args* a = sk_args(l, sizeof(*a));
   if (!sk_ok(l)) return;
-  a->n = xs.d[axis];
+  sa_gather* g = &a->g;
+  g->n = xs.d[axis];
   /* An empty output has nothing to copy; it still has indices to check
    * when there are some and params' axis is empty (every one is then out
    * of range). The products below are formed only from dims whose product
    * is known to fit: the output's when it has an element, indices' (the
    * batch dims are also theirs) when they have one. An empty shape's need
    * not ([0, 5, 2**62, 4] is valid: arith/dims.h). */
-  if (os.n == 0 && (is.n == 0 || a->n > 0)) return;
-  a->batch = a->outer = a->k = a->inner = 1;
-  for (int i = 0; i < bd; i++) a->batch *= is.d[i];
-  for (int i = (int)bd; i < is.nd; i++) a->k *= is.d[i];
+  if (os.n == 0 && (is.n == 0 || g->n > 0)) return;
+  g->batch = g->outer = g->k = g->inner = 1;
+  for (int i = 0; i < bd; i++) g->batch *= is.d[i];
+  for (int i = (int)bd; i < is.nd; i++) g->k *= is.d[i];
   if (os.n == 0) {
-    a->outer = a->inner = 0; /* gather_run fails on the first index */
+    g->outer = g->inner = 0; /* gather_run fails on the first index */
   } else {
-    for (int i = (int)bd; i < axis; i++) a->outer *= xs.d[i];
-    for (int i = (int)axis + 1; i < xs.nd; i++) a->inner *= xs.d[i];
+    for (int i = (int)bd; i < axis; i++) g->outer *= xs.d[i];
+    for (int i = (int)axis + 1; i < xs.nd; i++) g->inner *= xs.d[i];
   }
-  a->x = sk_data(x);
-  a->y = sk_mdata(y);
-  a->idx = sk_data(it);
-  a->it = TF_TensorType(it);
-  a->es = TF_DataTypeSize(TF_TensorType(x));
+  g->x = sk_data(x);
+  g->y = sk_mdata(y);
+  g->idx = sk_data(it);
+  g->idx64 = TF_TensorType(it) == TF_INT64;
+  g->es = TF_DataTypeSize(TF_TensorType(x));
   a->ishape = is;
   sk_work(l, gather_run, "GatherV2");
 }

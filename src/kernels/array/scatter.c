@@ -15,78 +15,62 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arith/gather.h"
 #include "kernels/array/array.h"
 
 typedef struct scatter_args {
-  const void* idx;
-  TF_DataType it, t;
-  const char* src; /* TensorScatter*: the input tensor; NULL: zeros */
-  const char* upd;
-  char* y;
-  size_t es;
+  sa_scatter s;
+  TF_DataType t;
   bool add;
-  int k;                   /* index depth */
-  int64_t rows, slice;     /* N index rows, elements per slice */
-  int64_t st[SK_MAX_DIMS]; /* output strides (in slices) of the K dims */
+  const char* src; /* TensorScatter*: the input tensor; NULL: zeros */
   sk_shape os;
   int64_t total; /* output elements */
 } scatter_args;
 
-/* The slice offset of index row r, or -1 if out of range. */
-static int64_t row_offset(const scatter_args* a, int64_t r) {
-  int64_t off = 0;
-  for (int j = 0; j < a->k; j++) {
-    int64_t v = sk_index(a->it, a->idx, r * a->k + j);
-    if (v < 0 || v >= a->os.d[j]) return -1;
-    off += v * a->st[j];
-  }
-  return off;
-}
-
-static void scatter_cols(void* arg, int64_t b, int64_t e) {
-  const scatter_args* a = arg;
-  for (int64_t r = 0; r < a->rows; r++) {
-    int64_t yo = row_offset(a, r) * a->slice, uo = r * a->slice;
-    if (!a->add) {
-      memcpy(a->y + (size_t)(yo + b) * a->es, a->upd + (size_t)(uo + b) * a->es,
-             (size_t)(e - b) * a->es);
-    } else if (a->t == TF_FLOAT) {
-      float* y = (float*)a->y;
-      const float* u = (const float*)a->upd;
-      for (int64_t c = b; c < e; c++) y[yo + c] += u[uo + c];
-    } else if (a->t == TF_DOUBLE) {
-      double* y = (double*)a->y;
-      const double* u = (const double*)a->upd;
-      for (int64_t c = b; c < e; c++) y[yo + c] += u[uo + c];
-    } else { /* int64, wrapping */
-      uint64_t* y = (uint64_t*)a->y;
-      const uint64_t* u = (const uint64_t*)a->upd;
-      for (int64_t c = b; c < e; c++) y[yo + c] += u[uo + c];
-    }
+/* The combine function (arith/gather.h): y += u (float, double, int64
+ * wrapping) or y = u. */
+static void combine(const void* ctx, char* yp, const char* up, bool ubcast,
+                    int64_t n) {
+  (void)ubcast; /* never: these ops have no scalar updates */
+  const scatter_args* a = ctx;
+  if (!a->add) {
+    memcpy(yp, up, (size_t)n * a->s.es);
+  } else if (a->t == TF_FLOAT) {
+    float* y = (float*)yp;
+    const float* u = (const float*)up;
+    for (int64_t c = 0; c < n; c++) y[c] += u[c];
+  } else if (a->t == TF_DOUBLE) {
+    double* y = (double*)yp;
+    const double* u = (const double*)up;
+    for (int64_t c = 0; c < n; c++) y[c] += u[c];
+  } else { /* int64, wrapping */
+    uint64_t* y = (uint64_t*)yp;
+    const uint64_t* u = (const uint64_t*)up;
+    for (int64_t c = 0; c < n; c++) y[c] += u[c];
   }
 }
 
 static void scatter_run(sk_launch* l, void* args) {
   scatter_args* a = args;
-  for (int64_t r = 0; r < a->rows; r++) {
-    if (row_offset(a, r) >= 0) continue;
+  const sa_nd* nd = &a->s.nd;
+  int64_t r = sa_nd_bad(nd, a->s.rows);
+  if (r >= 0) {
     char b[SK_MAX_DIMS * 24 + 4], o[256];
     size_t n = 0;
-    for (int j = 0; j < a->k && n < sizeof(b); j++)
-      n += (size_t)snprintf(b + n, sizeof(b) - n, j ? ", %lld" : "%lld",
-                            (long long)sk_index(a->it, a->idx, r * a->k + j));
+    for (int j = 0; j < nd->k && n < sizeof(b); j++)
+      n += (size_t)snprintf(
+          b + n, sizeof(b) - n, j ? ", %lld" : "%lld",
+          (long long)sa_index(nd->idx64, nd->idx, r * nd->k + j));
     sk_fail(l, TF_INVALID_ARGUMENT,
             "indices[%lld] = [%s] does not index into shape %s", (long long)r,
             b, sk_shape_str(&a->os, o, sizeof(o)));
     return;
   }
   if (a->src == NULL)
-    memset(a->y, 0, (size_t)a->total * a->es);
-  else if (a->src != a->y)
-    memcpy(a->y, a->src, (size_t)a->total * a->es);
-  if (a->slice == 0) return;
-  int64_t grain = SKA_GRAIN / (a->rows > 0 ? a->rows : 1);
-  sim_parallel_for(a->slice, grain > 0 ? grain : 1, scatter_cols, a);
+    memset(a->s.y, 0, (size_t)a->total * a->s.es);
+  else if (a->src != a->s.y)
+    memcpy(a->s.y, a->src, (size_t)a->total * a->s.es);
+  sa_scatter_run(&a->s);
 }
 
 /* Checks indices/updates against the output shape os with TF's rules:
@@ -137,23 +121,19 @@ static void scatter_launch(sk_launch* l, TF_Tensor* src, TF_Tensor* it,
   TF_Tensor* y = sk_output(l, 0, os);
   scatter_args* a = sk_args(l, sizeof(*a));
   if (!sk_ok(l) || os->n == 0) return;
-  a->k = (int)is.d[is.nd - 1];
-  a->rows = 1;
-  for (int i = 0; i < is.nd - 1; i++) a->rows *= is.d[i];
-  a->slice = 1;
-  for (int i = a->k; i < os->nd; i++) a->slice *= os->d[i];
-  int64_t s = 1;
-  for (int j = a->k - 1; j >= 0; j--) {
-    a->st[j] = s;
-    s *= os->d[j];
-  }
-  a->idx = sk_data(it);
-  a->it = TF_TensorType(it);
+  int k = (int)is.d[is.nd - 1];
+  a->s.rows = 1;
+  for (int i = 0; i < is.nd - 1; i++) a->s.rows *= is.d[i];
+  a->s.slice = 1;
+  for (int i = k; i < os->nd; i++) a->s.slice *= os->d[i];
+  sa_nd_init(&a->s.nd, sk_data(it), TF_TensorType(it) == TF_INT64, os->d, k);
   a->t = TF_TensorType(ut);
   a->src = src ? sk_data(src) : NULL;
-  a->upd = sk_data(ut);
-  a->y = sk_mdata(y);
-  a->es = TF_DataTypeSize(a->t);
+  a->s.upd = sk_data(ut);
+  a->s.y = sk_mdata(y);
+  a->s.es = TF_DataTypeSize(a->t);
+  a->s.combine = combine;
+  a->s.ctx = a;
   a->add = add;
   a->os = *os;
   a->total = os->n;
