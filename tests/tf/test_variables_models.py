@@ -417,9 +417,6 @@ def test_lstm_step_all_on_simdev(keras_run):
     assert {n[0] for n in cpu if n[1] == "_Arg"} == {"x", "y"}, sorted(cpu)
 
 
-@pytest.mark.xfail(strict=True, raises=MissingKernels, reason=(
-    "Keras SGD's sparse Embedding update is ResourceScatterSub (float32, int32 "
-    "indices): another helper's kernel"))
 @pytest.mark.parametrize("kind", ["lstm", "transformer"])
 def test_trains_with_sgd_sparse_embedding_update(keras_run, kind):
     sim = _keras_part(keras_run, kind, "SGD")
