@@ -396,6 +396,27 @@ def variable_run(op, case, combo, dev):
     return [(out.numpy(), out.device)]
 
 
+def variant_run(op, case, dev):
+    """AddN / ZerosLike for T=variant (src/kernels/variables/variant_ops.c,
+    TF 2.16-2.18): each array input of the case (float32) wrapped as a
+    one-element TensorList made on dev, the op on the lists, its result
+    stacked back: [(numpy output, the op's device)]."""
+    import tensorflow as tf
+    es = tf.constant(-1, tf.int32)  # elements of any shape
+    with tf.device(dev):
+        def wrap(a):
+            return tf.raw_ops.TensorListFromTensor(
+                tensor=tf.constant(np.asarray(a, np.float32)[None]), element_shape=es)
+        kw = case.kwargs
+        if op == "AddN":
+            out = tf.raw_ops.AddN(inputs=[wrap(a) for a in kw["inputs"]])
+        else:
+            out = getattr(tf.raw_ops, op)(x=wrap(kw["x"]))
+        got = tf.raw_ops.TensorListStack(input_handle=out, element_dtype=tf.float32,
+                                         element_shape=es)
+    return [(got.numpy(), out.device)]
+
+
 class Sweep:
     def __init__(self, quick, onednn=False):
         self.quick = quick
@@ -670,12 +691,17 @@ class Sweep:
                 elif spec.prop == "variable":
                     self.counts["property_cases"] += 1
                     self.variable(op, combo, case)
+                elif combo.get("T") == "variant":
+                    self.counts["property_cases"] += 1
+                    self.variable(op, combo, case, run=variant_run)
                 else:
                     self.good(op, spec, opdef, combo, case)
             if self.quick and ci > 0:
                 continue  # quick: bad inputs for the first combination only
             for case in bads:
-                if not applies(case, combo):
+                # T=variant: the bad cases are of arrays, not lists; the
+                # variant kernels' errors are tests/tf/test_kernels_variant.py's
+                if not applies(case, combo) or combo.get("T") == "variant":
                     continue
                 self.counts["bad_cases"] += 1
                 row = self.bad(op, opdef, combo, case)
@@ -705,16 +731,21 @@ class Sweep:
             if not bits_equal(out, x):
                 self.fail(what, "round trip changed the bits")
 
-    def variable(self, op, combo, case, devs=(SIM, SIM, CPU), kind="case"):
-        """A variable op's case: every run in devs bit-equal to the first
-        and on its device (failures of `kind`: "spec" for a spec without
-        registration). TF CPU runs here, not in the reference process:
-        these ops have no oneDNN kernels to keep away from."""
+    def variable(self, op, combo, case, devs=(SIM, SIM, CPU), kind="case",
+                 run=None):
+        """A variable op's case (or, with run=variant_run, a variant op's):
+        every run in devs bit-equal to the first and on its device (failures
+        of `kind`: "spec" for a spec without registration). TF CPU runs
+        here, not in the reference process: these ops have no oneDNN
+        kernels to keep away from."""
         what = case_what(op, combo, case)
         first = None
         for dev in devs:
             try:
-                (out, where), = variable_run(op, case, combo, dev)
+                if run is None:
+                    (out, where), = variable_run(op, case, combo, dev)
+                else:
+                    (out, where), = run(op, case, dev)
             except Exception as e:
                 self.fail(what, f"on {dev}: {type(e).__name__}: {short(str(e))}", kind)
                 return

@@ -15,7 +15,7 @@ Four TF children, each a few seconds of training:
   initial weights on TF's CPU. With Adam the embedding's gradient is made
   dense (UnsortedSegmentSum) and every update is an Assign*VariableOp; with
   SGD it stays sparse and the update is ResourceScatterSub (float32 rows,
-  int32 indices), which SIMDEV lacks until the scatter kernels are merged.
+  int32 indices: simdev's scatter_ops.c).
   The models are built with soft placement on, then it is turned off: the
   LSTM's Orthogonal initializer (Qr, MatrixDiagPartV3) has no SIMDEV
   kernel and runs once, at build time, on the CPU.
@@ -24,12 +24,12 @@ Four TF children, each a few seconds of training:
   whichever device has a kernel, without an error. So the partition graphs
   TF ran for the SIMDEV steps (RunMetadata) are read too: the only CPU nodes
   allowed are the step's int32 inputs (_Arg, and their _Send to SIMDEV: a
-  device keeps int32 in host memory). Today the LSTM also has, on the CPU,
-  the while loop gradient's ZerosLike and AddN of TensorLists (T=variant),
-  with the lists' transfers and the loop control of the CPU's part of the
-  loop: TF's DEVICE_DEFAULT kernels have no variant AddN/ZerosLike, and the
-  C API offers them only as TF_AddNVariant/TF_ZerosLikeVariant
-  (kernels_experimental.h, 2.16-2.18).
+  device keeps int32 in host memory). The LSTM's while loop gradient
+  accumulates TensorLists with ZerosLike and AddN (T=variant): TF's
+  DEVICE_DEFAULT kernels have none, so they ran on the CPU until simdev
+  registered its own through TF_AddNVariant/TF_ZerosLikeVariant
+  (kernels_experimental.h, 2.16-2.18; src/kernels/variables/variant_ops.c):
+  now they run on SIMDEV (test_lstm_loop_gradients_variants_on_simdev).
 - v1: tf.compat.v1.train.AdamOptimizer in a graph-mode Session (soft
   placement off, every node under tf.device(SIMDEV)): a dense model
   (ResourceApplyAdam) and one with an embedding lookup (ResourceGather, and
@@ -48,13 +48,12 @@ RTOL = 2**-16 (512 units of float32's roundoff), as tests/tf/test_distribute
 uses for the same kind of reordering; measured: at most 2.3e-7 relative.
 A wrong kernel or a missed update is off by percents.
 
-Parts that need kernels other helpers add (ResourceScatterSub,
-ResourceApplyAdam, ResourceGather, ResourceScatterAdd, variant AddN and
-ZerosLike) are marked xfail(strict=True, raises=MissingKernels): the test
-raises MissingKernels only when the part failed and TF's kernel registry
-lacks a SIMDEV kernel the part names, so any other failure fails, and once the kernels
-are merged the test passes and strict xfail makes that an error: remove
-the mark then.
+Parts that need kernels other helpers add (ResourceApplyAdam,
+ResourceGather, ResourceScatterAdd) are marked xfail(strict=True,
+raises=MissingKernels): the test raises MissingKernels only when the part
+failed and TF's kernel registry lacks a SIMDEV kernel the part names, so
+any other failure fails, and once the kernels are merged the test passes
+and strict xfail makes that an error: remove the mark then.
 """
 import os
 
@@ -362,19 +361,12 @@ def _cpu_nodes(keras_run, name):
 # results, and the transfers between the CPU's and SIMDEV's partitions.
 TRANSFER = {"_Arg", "_Retval", "_DeviceArg", "_DeviceRetval", "_Send", "_Recv",
             "_HostSend", "_HostRecv"}
-# The loop control TF repeats in every device's partition that runs part of
-# a while loop's body (and the Const that triggers it).
-FRAME = {"Enter", "Exit", "Merge", "Switch", "NextIteration", "LoopCond", "Const"}
 
 
 def _int32_inputs(cpu):
     """The CPU nodes that are the step's int32 inputs x, y and their sends
     to SIMDEV: a device keeps int32 tensors in host memory."""
     return {n for n in cpu if n[1] in TRANSFER and n[2] == ("int32",)}
-
-
-def _compute(cpu):
-    return {n for n in cpu if n[1] not in TRANSFER | FRAME}
 
 
 @pytest.mark.parametrize("kind", ["lstm", "transformer"])
@@ -390,29 +382,18 @@ def test_transformer_step_all_on_simdev(keras_run):
     assert {n[0] for n in cpu if n[1] == "_Arg"} == {"x", "y"}, sorted(cpu)
 
 
-def test_lstm_cpu_nodes_are_the_loop_gradients_variants(keras_run):
-    # Today's state, which must not get worse: the only compute on the CPU
-    # is the while loop gradient's ZerosLike and AddN of TensorLists
-    # (T=variant: no SIMDEV kernel); the rest are the transfers of those
-    # variants and the loop control of the CPU's part of the loop.
-    cpu = _cpu_nodes(keras_run, "lstm-Adam")
-    compute = _compute(cpu)
-    assert {(op, ts) for _, op, ts in compute} <= {("ZerosLike", ("variant",)),
-                                                   ("AddN", ("variant",))}, sorted(compute)
-    rest = cpu - compute - _int32_inputs(cpu)
-    assert all(ts in (("variant",), ("bool",)) or op in FRAME for _, op, ts in rest), sorted(rest)
+def test_lstm_loop_gradients_variants_on_simdev(keras_run):
+    # The while loop gradient's ZerosLike and AddN of TensorLists
+    # (T=variant) run on SIMDEV (simdev's variant_ops.c), none on the CPU.
+    sim = keras_run.data("lstm-Adam")["sim"]
+    assert not keras_run.data("lstm variant kernels")["missing"]
+    for op in ("ZerosLike", "AddN"):
+        devs = {dev for _, o, dev, ts in sim["nodes"] if o == op and ts == ["variant"]}
+        assert devs == {"SIMDEV"}, (op, devs)
 
 
-@pytest.mark.xfail(strict=True, raises=MissingKernels, reason=(
-    "variant AddN and ZerosLike (T=variant; TF_AddNVariant, TF_ZerosLikeVariant) "
-    "are another helper's kernels: without them the LSTM gradient loop's "
-    "TensorList ZerosLike/AddN run on the CPU"))
 def test_lstm_step_all_on_simdev(keras_run):
     cpu = _cpu_nodes(keras_run, "lstm-Adam")
-    compute = _compute(cpu)
-    missing = keras_run.data("lstm variant kernels")["missing"]
-    if compute and missing:
-        raise MissingKernels(f"SIMDEV lacks {missing}; on the CPU: {sorted(compute)}")
     assert cpu - _int32_inputs(cpu) == set(), sorted(cpu)
     assert {n[0] for n in cpu if n[1] == "_Arg"} == {"x", "y"}, sorted(cpu)
 

@@ -68,23 +68,27 @@ typedef struct update_args {
   TF_DataType dt;
   bool sub;
   int64_t n;
-  void* x;       /* the variable's buffer (alias) */
-  const void* v; /* the value (alias) */
+  void* z;       /* the result (alias): the variable's buffer, or an output */
+  const void* x; /* the first operand (alias); may be z */
+  const void* v; /* the second (alias) */
 } update_args;
 
+/* Each element is read before it is written, so z may be x. */
 #define UPDATE_LOOP(T, OP)                                    \
   do {                                                        \
-    T* x = a->x;                                              \
+    T* z = a->z;                                              \
+    const T* x = a->x;                                        \
     const T* v = a->v;                                        \
-    for (int64_t i = b; i < e; i++) x[i] = (T)(x[i] OP v[i]); \
+    for (int64_t i = b; i < e; i++) z[i] = (T)(x[i] OP v[i]); \
   } while (0)
 
 /* 16-bit floats: widen, one float operation, round to nearest even. */
 #define UPDATE_LOOP16(TO, FROM, OP)                                    \
   do {                                                                 \
-    uint16_t* x = a->x;                                                \
+    uint16_t* z = a->z;                                                \
+    const uint16_t* x = a->x;                                          \
     const uint16_t* v = a->v;                                          \
-    for (int64_t i = b; i < e; i++) x[i] = FROM(TO(x[i]) OP TO(v[i])); \
+    for (int64_t i = b; i < e; i++) z[i] = FROM(TO(x[i]) OP TO(v[i])); \
   } while (0)
 
 static void update_range(void* arg, int64_t b, int64_t e) {
@@ -129,7 +133,13 @@ static void update_range(void* arg, int64_t b, int64_t e) {
       else
         UPDATE_LOOP(uint16_t, +);
       break;
-    default: /* TF_INT64: the registration's types */
+    case TF_INT32: /* variant AddN's list elements only (variant_ops.c) */
+      if (a->sub)
+        UPDATE_LOOP(uint32_t, -);
+      else
+        UPDATE_LOOP(uint32_t, +);
+      break;
+    default: /* TF_INT64: skv_update_type's types */
       if (a->sub)
         UPDATE_LOOP(uint64_t, -);
       else
@@ -141,6 +151,28 @@ static void update_range(void* arg, int64_t b, int64_t e) {
 static void update_step(void* args) {
   update_args* a = args;
   sim_parallel_for(a->n, UPDATE_GRAIN, update_range, a);
+}
+
+bool skv_update_type(TF_DataType dt) {
+  switch (dt) {
+    case TF_FLOAT:
+    case TF_DOUBLE:
+    case TF_HALF:
+    case TF_BFLOAT16:
+    case TF_INT8:
+    case TF_UINT8:
+    case TF_INT16:
+    case TF_INT32:
+    case TF_INT64: return true;
+    default: return false;
+  }
+}
+
+bool skv_update_now(sk_launch* l, TF_DataType dt, bool sub, int64_t n, void* z,
+                    const void* x, const void* v, const char* label) {
+  if (n == 0) return true;
+  update_args a = {.dt = dt, .sub = sub, .n = n, .z = z, .x = x, .v = v};
+  return sk_work_now(l, update_step, &a, sizeof(a), label);
 }
 
 /* ---- compute functions (TF thread) ------------------------------------- */
@@ -210,14 +242,10 @@ static void update_compute(sk_launch* l, void* state) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "DType of variable handle and value does not match.");
   } else if (TF_TensorElementCount(x) > 0) {
-    update_args a = {.dt = TF_TensorType(x),
-                     .sub = st->sub,
-                     .n = TF_TensorElementCount(x),
-                     .x = sk_mdata(x),
-                     .v = sk_data(v)};
     /* Queued before the unlock: the next holder of the mutex queues its
      * work (a read's consumers) behind this update. */
-    sk_work_now(l, update_step, &a, sizeof(a), op);
+    skv_update_now(l, TF_TensorType(x), st->sub, TF_TensorElementCount(x),
+                   sk_mdata(x), sk_data(x), sk_data(v), op);
   }
   skv_unlock(h);
 }

@@ -79,6 +79,16 @@ TF_Tensor* skv_tensor(sk_launch* l, int input, bool sparse);
  * (TF has set the op's error, e.g. validate_shape's). */
 bool skv_assign(sk_launch* l, bool validate_shape);
 
+/* z = x + v (x - v with sub) over n elements of dt, queued now on the
+ * launch's stream (sk_work_now; nothing for n == 0); z, x, v are the
+ * aliases the stream reaches (sk_mdata / sk_data) and z may be x. IEEE
+ * float arithmetic (half and bfloat16 through float32, rounded to nearest
+ * even), integers wrapping. For AssignAdd/Sub (resource_ops.c) and the
+ * elements of a variant AddN (variant_ops.c). False as sk_work_now. */
+bool skv_update_type(TF_DataType dt); /* the dtypes skv_update_now adds */
+bool skv_update_now(sk_launch* l, TF_DataType dt, bool sub, int64_t n, void* z,
+                    const void* x, const void* v, const char* label);
+
 /* A dtype's name as TF's DataTypeString spells it in messages ("float",
  * "double", "half", ...). */
 const char* skv_dtype_string(TF_DataType dt);
