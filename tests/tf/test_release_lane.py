@@ -32,7 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 RELEASE = "2.18.1"
 # The test files of the variable kernels: a file added for them joins here.
 LANE_FILES = ["tests/tf/test_kernels_variables.py", "tests/tf/test_kernels_resource_scatter.py",
-              "tests/tf/test_variables_models.py"]
+              "tests/tf/test_kernels_variant.py", "tests/tf/test_variables_models.py"]
 # The sweep's ops whose kernels only this release has.
 LANE_OPS = ["ReadVariableOp", "AssignVariableOp", "AssignAddVariableOp",
             "AssignSubVariableOp", "ResourceGather", "ResourceGatherNd",
