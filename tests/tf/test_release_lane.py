@@ -38,7 +38,8 @@ LANE_OPS = ["ReadVariableOp", "AssignVariableOp", "AssignAddVariableOp",
             "AssignSubVariableOp", "ResourceGather", "ResourceGatherNd",
             *(f"ResourceScatter{k}" for k in ("Add", "Sub", "Mul", "Div", "Min", "Max",
                                              "Update")),
-            *(f"ResourceScatterNd{k}" for k in ("Update", "Add", "Sub", "Min", "Max"))]
+            *(f"ResourceScatterNd{k}" for k in ("Update", "Add", "Sub", "Min", "Max")),
+            "AddN", "ZerosLike"]  # T=variant only here; the other types as on 2.21
 
 
 def _matrix():
