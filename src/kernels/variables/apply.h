@@ -14,9 +14,9 @@
  * correctly rounded result), then for float16 rounded again to nearest
  * even, as Eigen's half does (float32 arithmetic, rounded per operation).
  * rsqrt(x) is 1 / sqrt(x), two roundings (Eigen's scalar path; its
- * vectorized path may differ by an ulp); pow and exp are libm's double
- * functions rounded to the dtype (TF CPU calls float32 powf / expf: an ulp
- * apart at most).
+ * vectorized path may differ by an ulp); pow and exp are libm's powf /
+ * expf for float32 and float16 (Eigen's scalar functions; its vectorized
+ * ones may differ by an ulp), pow / exp for float64.
  *
  * Thread contract: skv_apply_prep and skv_apply_range run on the stream
  * worker (and sim_parallel_for's helpers, on disjoint ranges); they touch

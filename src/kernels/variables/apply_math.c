@@ -16,9 +16,26 @@
 
 #define AI static inline __attribute__((always_inline))
 
+/* x rounded to float32. The empty asm keeps the rounding: GCC 12's -O2
+ * vectorizer dropped a (double)(float) round trip of skv_apply_prep's
+ * scalars (measured: Adamax's lr / (1 - beta1_power) came out unrounded;
+ * -fno-tree-vectorize or -O1 kept it). The constraint only names the
+ * register class the float is in. */
+AI double to_f32(double x) {
+  float f = (float)x;
+#if defined(__x86_64__) || defined(__i386__)
+  __asm__("" : "+x"(f));
+#elif defined(__aarch64__)
+  __asm__("" : "+w"(f));
+#else
+  __asm__("" : "+m"(f));
+#endif
+  return f;
+}
+
 AI double rnd(TF_DataType dt, double x) {
   switch (dt) {
-    case TF_FLOAT: return (float)x;
+    case TF_FLOAT: return to_f32(x);
     case TF_HALF: return skh_half_to_float(skh_float_to_half((float)x));
     default: return x;
   }
@@ -49,6 +66,14 @@ AI double sgn(double x) {
 /* Eigen's rsqrt on its scalar path: 1 / sqrt(x), each rounded. */
 AI double rsq(TF_DataType dt, double x) {
   return R(1.0 / R(sqrt(x)));
+}
+/* pow and exp as TF CPU's scalar code calls them: powf / expf for float32
+ * and float16 (Eigen's half widens to float), pow / exp for float64. */
+AI double fpow(TF_DataType dt, double a, double b) {
+  return dt == TF_DOUBLE ? pow(a, b) : R(powf((float)a, (float)b));
+}
+AI double fexp(TF_DataType dt, double a) {
+  return dt == TF_DOUBLE ? exp(a) : R(expf((float)a));
 }
 AI double mx(double a, double b) {
   return a < b ? b : a;
@@ -190,8 +215,8 @@ AI void upd(TF_DataType dt, skv_opt opt, unsigned fl, const double* h,
         pa = R(sqrt(na));
         pb = R(sqrt(x[1]));
       } else {
-        pa = R(pow(na, -lrp));
-        pb = R(pow(x[1], -lrp));
+        pa = fpow(dt, na, -lrp);
+        pb = fpow(dt, x[1], -lrp);
       }
       const double d = R(pa - pb);
       double xx, y, thr;
@@ -217,7 +242,7 @@ AI void upd(TF_DataType dt, skv_opt opt, unsigned fl, const double* h,
       break;
     case SKV_POWERSIGN: { /* lr, logbase, sign_decay, beta */
       x[1] = R(R(x[1] * h[3]) + R(g * h[D1]));
-      const double sc = R(exp(R(h[D2] * (sgn(g) * sgn(x[1])))));
+      const double sc = fexp(dt, R(h[D2] * (sgn(g) * sgn(x[1]))));
       x[0] = R(x[0] - R(R(h[0] * sc) * g));
       break;
     }
