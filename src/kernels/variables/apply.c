@@ -631,18 +631,18 @@ static void* apply_create(TF_OpKernelConstruction* c, int id) {
   static void* create_##i(TF_OpKernelConstruction* c) { \
     return apply_create(c, i);                          \
   }
-CREATE(0)
-CREATE(1)
-CREATE(2) CREATE(3) CREATE(4) CREATE(5) CREATE(6) CREATE(7) CREATE(8) CREATE(9)
-    CREATE(10) CREATE(11) CREATE(12) CREATE(13) CREATE(14) CREATE(15) CREATE(16)
-        CREATE(17) CREATE(18) CREATE(19) CREATE(20) CREATE(21) CREATE(22)
+/* clang-format off */
+CREATE(0) CREATE(1) CREATE(2) CREATE(3) CREATE(4) CREATE(5) CREATE(6)
+CREATE(7) CREATE(8) CREATE(9) CREATE(10) CREATE(11) CREATE(12) CREATE(13)
+CREATE(14) CREATE(15) CREATE(16) CREATE(17) CREATE(18) CREATE(19) CREATE(20)
+CREATE(21) CREATE(22)
 #undef CREATE
-            static void* (*const kCreate[])(TF_OpKernelConstruction*) = {
-                create_0,  create_1,  create_2,  create_3,  create_4,
-                create_5,  create_6,  create_7,  create_8,  create_9,
-                create_10, create_11, create_12, create_13, create_14,
-                create_15, create_16, create_17, create_18, create_19,
-                create_20, create_21, create_22};
+static void* (*const kCreate[])(TF_OpKernelConstruction*) = {
+    create_0,  create_1,  create_2,  create_3,  create_4,  create_5,
+    create_6,  create_7,  create_8,  create_9,  create_10, create_11,
+    create_12, create_13, create_14, create_15, create_16, create_17,
+    create_18, create_19, create_20, create_21, create_22};
+/* clang-format on */
 _Static_assert(sizeof(kCreate) / sizeof(kCreate[0]) == NAPPLY,
                "one create function per kApply row");
 
