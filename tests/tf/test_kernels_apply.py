@@ -21,6 +21,7 @@ variables' devices are checked too):
   - the sparse ops: rows at int32 and int64 indices, duplicates applied in
     order (the reference loops over the indices), against the same
     reference and TF CPU;
+  - SIMDEV_DISCRETE=1 (device memory host code cannot touch): the same;
   - bad inputs: TF CPU's class and message, from the SIMDEV kernel; the
     differences the C API or TF's own bugs force are pinned
     (SIMDEV_DIVERGENCES);
@@ -569,6 +570,11 @@ def v(run_tf):
 
 
 @pytest.fixture(scope="module")
+def discrete(run_tf):
+    return run_tf(SCRIPT if HAVE else REGISTRY, env={"SIMDEV_DISCRETE": "1"}, timeout=900)
+
+
+@pytest.fixture(scope="module")
 def session(run_tf):
     return run_tf(SESSION, timeout=600)
 
@@ -625,6 +631,18 @@ def test_sparse_matches_reference_and_cpu(v, op):
     d = v.data("sparse " + name)
     assert {k.split()[0] for k in d} == {name}
     _assert_cases(d, "sparse")
+
+
+@NEEDS_KERNELS
+def test_discrete_memory(discrete):
+    """SIMDEV_DISCRETE=1 (device memory host code cannot touch): every case
+    again, the same bounds; no host access to device memory."""
+    for op in DENSE:
+        _assert_cases(discrete.data("dense " + op[len("ResourceApply"):]), "dense")
+    for op in SPARSE:
+        _assert_cases(discrete.data("sparse " + op[len("ResourceSparseApply"):]), "sparse")
+    discrete.assert_clean_exit()
+    assert "host access to device memory" not in discrete.stderr, discrete.describe()
 
 
 @NEEDS_KERNELS
