@@ -117,6 +117,9 @@ from childlib import CPU, SIM, check_errors, seed
 tf.config.set_soft_device_placement(False)
 rng = seed(2518)
 R = tf.raw_ops
+# float32 first: with the kernels omitted (test_kernel_coverage.py) the
+# first failure is then the placement error naming the op; half
+# ProximalAdagrad has no kernel anywhere then, whose message does not.
 TYPES = %(types)r
 
 # ---- the NumPy references: TF CPU's formulas, operation for operation -------------------
@@ -508,7 +511,7 @@ def _():
         l1=np.float32(0), l2=np.float32(0), grad=np.ones(2, np.float32)), Z()][1], device=CPU))
     out["after"] = after_ok(after)
     return out
-''' % {"types": TYPES}
+''' % {"types": ["float32", "float64", "float16"]}
 
 SESSION = r'''
 import numpy as np
