@@ -410,8 +410,9 @@ OPS = ELEMENTWISE + [_bool_reduce("All"), _bool_reduce("Any"), _cumsum(), _range
 
 from specs_data import OPS as _DATA_OPS  # noqa: E402
 from specs_nn import OPS as _NN_OPS  # noqa: E402
+from specs_apply import OPS as _APPLY_OPS  # noqa: E402
 
-SPECS = spec_map(OPS + _DATA_OPS + _NN_OPS)
+SPECS = spec_map(OPS + _DATA_OPS + _NN_OPS + _APPLY_OPS)
 from specs_ewprog import OPS as _EWPROG_OPS  # noqa: E402
 from specs_sparse_var import OPS as _SPARSE_VAR_OPS  # noqa: E402
 SPECS = spec_map(list(SPECS.values()) + _EWPROG_OPS + _SPARSE_VAR_OPS)

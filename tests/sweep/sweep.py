@@ -417,6 +417,27 @@ def variant_run(op, case, dev):
     return [(got.numpy(), out.device)]
 
 
+def apply_run(op, case, combo, dev):
+    """A training op (Spec.prop "apply", specs_apply.py): a tf.Variable of
+    each of case.kwargs["vars"] made on dev, the op on their handles with
+    the case's scalars, gradient and (sparse) indices, then every variable
+    read back: [(numpy value, device)]."""
+    import tensorflow as tf
+    dt = combo["T"]
+    kw = case.kwargs
+    with tf.device(dev):
+        vs = {n: tf.Variable(cast_to(x, dt)) for n, x in kw["vars"].items()}
+        args = {n: v.handle for n, v in vs.items()}
+        args.update({n: tf.constant(cast_to(x, dt)) for n, x in kw["scalars"].items()})
+        gname, g = kw["grad"]
+        args[gname] = tf.constant(cast_to(g, dt))
+        if "indices" in kw:
+            args["indices"] = tf.constant(kw["indices"], tf.as_dtype(combo.get("Tindices",
+                                                                               "int32")))
+        getattr(tf.raw_ops, op)(**args)
+        return [(v.numpy(), v.device) for v in vs.values()]
+
+
 class Sweep:
     def __init__(self, quick, onednn=False):
         self.quick = quick
@@ -694,6 +715,9 @@ class Sweep:
                 elif combo.get("T") == "variant":
                     self.counts["property_cases"] += 1
                     self.variable(op, combo, case, run=variant_run)
+                elif spec.prop == "apply":
+                    self.counts["property_cases"] += 1
+                    self.apply(op, spec, combo, case)
                 else:
                     self.good(op, spec, opdef, combo, case)
             if self.quick and ci > 0:
@@ -756,6 +780,37 @@ class Sweep:
             elif not bits_equal(out, first):
                 self.fail(what, f"{dev}'s bits differ from {devs[0]}'s", kind)
 
+    def apply(self, op, spec, combo, case, devs=(SIM, SIM, CPU), kind="case"):
+        """A training op's case: every variable after the op, in every run
+        of devs, on its device and bit-equal to the first run's (to TF CPU
+        within spec.ulps units of roundoff of max(|x|, 2**-6) where the
+        spec is not exact: Eigen's vectorized rsqrt / pow / exp)."""
+        what = case_what(op, combo, case)
+        first = None
+        for dev in devs:
+            try:
+                outs = apply_run(op, case, combo, dev)
+            except Exception as e:
+                if dev == CPU and "no supported kernel for CPU devices" in str(e):
+                    return  # TF CPU lacks the dtype (half ProximalAdagrad)
+                self.fail(what, f"on {dev}: {type(e).__name__}: {short(str(e))}", kind)
+                return
+            for out, where in outs:
+                if dev.split("/")[-1] not in where:
+                    self.fail(what, f"result on {where!r}, not {dev}", kind)
+            if first is None:
+                first = [o for o, _ in outs]
+                continue
+            for a, b in zip((o for o, _ in outs), first):
+                if dev == CPU and not spec.exact:
+                    u = float(np.finfo(b.dtype).eps) / 2
+                    scale = np.maximum(np.abs(b.astype(np.float64)), 2.0 ** -6)
+                    if (np.abs(a.astype(np.float64) - b) > spec.ulps * u * scale).any():
+                        self.fail(what, f"{dev} differs from {devs[0]} by more than "
+                                        f"{spec.ulps} units of roundoff", kind)
+                elif not bits_equal(a, b):
+                    self.fail(what, f"{dev}'s bits differ from {devs[0]}'s", kind)
+
     def run_spec_only(self, op, spec):
         """A spec whose op simdev does not register (yet): CPU against CPU,
         so that the spec is known good when the kernel lands."""
@@ -773,6 +828,9 @@ class Sweep:
                 self.counts["spec_only_cases"] += 1
                 if spec.prop == "variable":
                     self.variable(op, combo, case, devs=(CPU, CPU), kind="spec")
+                    continue
+                if spec.prop == "apply":
+                    self.apply(op, spec, combo, case, devs=(CPU, CPU), kind="spec")
                     continue
                 self.good(op, spec, opdef, combo, case, cpu_ref=False)
             for case in spec.bad_cases(self.quick):

@@ -177,25 +177,6 @@ bool skv_update_now(sk_launch* l, TF_DataType dt, bool sub, int64_t n, void* z,
 
 /* ---- compute functions (TF thread) ------------------------------------- */
 
-/* A tensor's shape as TF's TensorShape::DebugString prints it: "[2,3]",
- * "[]"; any rank (a variable's rank is not bounded by SK_MAX_DIMS: nothing
- * here is computed from it). */
-static const char* shape_string(const TF_Tensor* t, char* buf, size_t len) {
-  size_t n = (size_t)snprintf(buf, len, "[");
-  for (int i = 0; i < TF_NumDims(t) && n < len; i++)
-    n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? "," : "",
-                          (long long)TF_Dim(t, i));
-  if (n < len) snprintf(buf + n, len - n, "]");
-  return buf;
-}
-
-static bool same_shape(const TF_Tensor* a, const TF_Tensor* b) {
-  if (TF_NumDims(a) != TF_NumDims(b)) return false;
-  for (int i = 0; i < TF_NumDims(a); i++)
-    if (TF_Dim(a, i) != TF_Dim(b, i)) return false;
-  return true;
-}
-
 static void read_compute(sk_launch* l, void* state) {
   const var_state* st = state;
   static const int kVar[] = {0};
@@ -232,12 +213,13 @@ static void update_compute(sk_launch* l, void* state) {
     return;
   }
   /* TF's order: the shapes, then the dtypes. */
-  if (!same_shape(x, v)) {
+  if (!skv_same_shape(x, v)) {
     char a[256], b[256];
     sk_fail(l, TF_INVALID_ARGUMENT,
             "Cannot update variable with shape %s using a Tensor with shape "
             "%s, shapes must be equal.",
-            shape_string(x, a, sizeof(a)), shape_string(v, b, sizeof(b)));
+            skv_shape_string(x, a, sizeof(a)),
+            skv_shape_string(v, b, sizeof(b)));
   } else if (TF_TensorType(x) != TF_TensorType(v)) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "DType of variable handle and value does not match.");

@@ -152,3 +152,19 @@ const char* skv_dtype_string(TF_DataType dt) {
     default: return "unknown dtype";
   }
 }
+
+const char* skv_shape_string(const TF_Tensor* t, char* buf, size_t len) {
+  size_t n = (size_t)snprintf(buf, len, "[");
+  for (int i = 0; i < TF_NumDims(t) && n < len; i++)
+    n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? "," : "",
+                          (long long)TF_Dim(t, i));
+  if (n < len) snprintf(buf + n, len - n, "]");
+  return buf;
+}
+
+bool skv_same_shape(const TF_Tensor* a, const TF_Tensor* b) {
+  if (TF_NumDims(a) != TF_NumDims(b)) return false;
+  for (int i = 0; i < TF_NumDims(a); i++)
+    if (TF_Dim(a, i) != TF_Dim(b, i)) return false;
+  return true;
+}

@@ -93,4 +93,11 @@ bool skv_update_now(sk_launch* l, TF_DataType dt, bool sub, int64_t n, void* z,
  * "double", "half", ...). */
 const char* skv_dtype_string(TF_DataType dt);
 
+/* A tensor's shape as TF's TensorShape::DebugString prints it: "[2,3]",
+ * "[]"; any rank (a variable's rank is not bounded by SK_MAX_DIMS: nothing
+ * is computed from it). Returns buf. */
+const char* skv_shape_string(const TF_Tensor* t, char* buf, size_t len);
+/* TF's TensorShape::IsSameSize: the same rank and dims. */
+bool skv_same_shape(const TF_Tensor* a, const TF_Tensor* b);
+
 #endif /* SIMDEV_KERNELS_VARIABLES_VARIABLES_H_ */
