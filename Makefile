@@ -25,6 +25,9 @@
 #   make test-c    set up, then ctest (C tests, valgrind runs)
 #   make test-tf   set up, then pytest tests/tf tests/conformance tests/jax
 #                  (PYTEST_ARGS)
+#   make test-helgrind-variables  the variable kernels from several threads
+#                  under helgrind, in make matrix's TF 2.18.1 venv (not part
+#                  of make test: one helgrind run, minutes long)
 #   make install-asan  install a plugin built with ASan+UBSan into .venv, to
 #                  run TF scripts under AddressSanitizer (docs/debugging.md);
 #                  `make install` puts the normal one back
@@ -47,7 +50,7 @@ SOURCES := $(shell find src python -type f -not -path '*/__pycache__/*' 2>/dev/n
            CMakeLists.txt pyproject.toml scripts/build-jemalloc.sh
 
 .PHONY: all setup system build install install-asan demo test test-c test-tf test-mutation bench clean
-.PHONY: sweep matrix
+.PHONY: sweep matrix test-helgrind-variables
 
 all: setup
 
@@ -160,6 +163,22 @@ sweep: setup
 MATRIX_ARGS ?=
 matrix: system
 	python3 scripts/matrix.py $(MATRIX_ARGS)
+
+# tests/tf/test_variables_helgrind.py: simdev's variable kernels from
+# several threads under helgrind (issue 28). One helgrind run of TF, about
+# ten minutes, so make test leaves it out (it skips without
+# SIMDEV_SLOW_TESTS=1). It runs in make matrix's TF 2.18.1 venv (.matrix/,
+# the release whose libtensorflow_framework exports the variable helpers),
+# made or brought in step with its lock and given this checkout's simdev by
+# matrix.py's own venv and builds steps (logs in .matrix/tf-2.18.1/).
+HELGRIND_RELEASE := 2.18.1
+test-helgrind-variables: system
+	python3 -c 'import sys; sys.path.insert(0, "scripts"); import matrix; \
+	  r = matrix.Release("$(HELGRIND_RELEASE)"); \
+	  sys.exit(0 if all(r.step(s, getattr(r, s)) for s in ("venv", "builds")) else 1)'
+	env -u VIRTUAL_ENV -u PYTHONPATH -u TF_PLUGGABLE_DEVICE_LIBRARY_PATH SIMDEV_SLOW_TESTS=1 \
+	  .matrix/tf-$(HELGRIND_RELEASE)/bin/python -m pytest -p no:cacheprovider -q -rs -s \
+	  tests/tf/test_variables_helgrind.py
 
 BENCH_ARGS ?=
 bench: setup
