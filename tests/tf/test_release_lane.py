@@ -32,13 +32,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 RELEASE = "2.18.1"
 # The test files of the variable kernels: a file added for them joins here.
 LANE_FILES = ["tests/tf/test_kernels_variables.py", "tests/tf/test_kernels_resource_scatter.py",
-              "tests/tf/test_kernels_variant.py", "tests/tf/test_variables_models.py"]
+              "tests/tf/test_kernels_variant.py", "tests/tf/test_kernels_apply.py",
+              "tests/tf/test_variables_models.py"]
 # The sweep's ops whose kernels only this release has.
 LANE_OPS = ["ReadVariableOp", "AssignVariableOp", "AssignAddVariableOp",
             "AssignSubVariableOp", "ResourceGather", "ResourceGatherNd",
             *(f"ResourceScatter{k}" for k in ("Add", "Sub", "Mul", "Div", "Min", "Max",
                                              "Update")),
             *(f"ResourceScatterNd{k}" for k in ("Update", "Add", "Sub", "Min", "Max")),
+            *(f"ResourceApply{k}" for k in (
+                "GradientDescent", "Momentum", "KerasMomentum", "Adam", "AdamWithAmsgrad",
+                "AdaMax", "RMSProp", "CenteredRMSProp", "Adagrad", "AdagradV2", "Adadelta",
+                "ProximalAdagrad", "Ftrl", "FtrlV2", "AddSign", "PowerSign")),
+            *(f"ResourceSparseApply{k}" for k in (
+                "Adadelta", "Adagrad", "AdagradV2", "ProximalAdagrad", "Ftrl", "FtrlV2",
+                "KerasMomentum")),
             "AddN", "ZerosLike"]  # T=variant only here; the other types as on 2.21
 
 

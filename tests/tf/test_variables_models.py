@@ -413,10 +413,6 @@ def v1_run(run_tf):
     return run_tf(V1, timeout=300)
 
 
-@pytest.mark.xfail(strict=True, raises=MissingKernels, reason=(
-    "tf.compat.v1.train.AdamOptimizer's dense update is ResourceApplyAdam (float32); "
-    "with an embedding, the lookup is ResourceGather and the sparse slot updates "
-    "ResourceScatterAdd (float32, int32 indices): other helpers' kernels"))
 @pytest.mark.parametrize("kind", ["dense", "embedding"])
 def test_compat_v1_adam_trains_on_simdev(v1_run, kind):
     d = v1_run.data(kind)
