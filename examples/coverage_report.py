@@ -276,10 +276,11 @@ log. Function plumbing, host constants, shape metadata and int32 shape
 arithmetic on the CPU are counted but are not compute. "(while building)"
 ops ran eagerly once, when the model was built (initializers).
 
-The Embedding models cannot train with the embedding variable on SIMDEV:
+With TF 2.19-2.21 (this report ran on 2.21) the Embedding models cannot
+train with the embedding variable on SIMDEV:
 SGD's sparse update is `ResourceScatterSub` (and the lookup
 `ResourceGather`), resource-variable kernels a plugin cannot register in
-TF 2.21 (its binaries lack the kernels_experimental C API), and TF places
+TF 2.19-2.21 (their binaries lack the kernels_experimental C API), and TF places
 them with their variable, so the step fails with a placement error even with
 soft placement on. The workaround (the `-cpuemb` rows): build the Embedding
 layer under `tf.device("/CPU:0")`:
@@ -295,20 +296,23 @@ with tf.device("/device:SIMDEV:0"):
 With TF 2.16-2.18, where simdev registers its own variable kernels
 (src/kernels/variables/), the variables can live on SIMDEV:
 tests/tf/test_variables_models.py trains an Embedding + LSTM and a
-Transformer block (Keras 3), a `tf.compat.v1.train.AdamOptimizer` graph and,
-with `SIMDEV_DISCRETE=1`, the demo CNN that way, soft placement off, against
-TF CPU's losses. Keras 3's Adam makes the Embedding's gradient dense and
-updates every variable with Assign*VariableOp, which simdev has. Measured on
-2.18.1, what SIMDEV still lacks there (the tests mark these parts xfail,
-naming the ops; other kernel families add them):
+Transformer block (Keras 3, with Adam and with SGD), a
+`tf.compat.v1.train.AdamOptimizer` graph (dense, and with
+`tf.nn.embedding_lookup`) and, with `SIMDEV_DISCRETE=1`, the demo CNN that
+way, soft placement off, against TF CPU's losses; `make test` runs it on
+2.18.1 (tests/tf/test_release_lane.py). Measured on 2.18.1, the ops these
+models needed beyond the Assign*/ReadVariableOp kernels, all on SIMDEV now:
 
-| model | op (dtypes) | effect | reason |
+| model | op (dtypes) | without simdev's kernel | reason TF needs it |
 |---|---|---|---|
 | Keras SGD with an Embedding | ResourceScatterSub (float32, int32 indices) | placement error (the variable's colocation group) | SGD's sparse update of the Embedding rows |
 | `tf.compat.v1.train.AdamOptimizer` | ResourceApplyAdam (float32) | placement error | v1 Adam's fused dense update |
 | the same with `tf.nn.embedding_lookup` | ResourceGather, ResourceScatterAdd (float32, int32 indices) | placement error | the lookup, and Adam's sparse slot updates |
-| LSTM (Keras 3's `tf.while_loop`), its gradient loop | ZerosLike, AddN (T=variant: TensorLists) | run on the CPU even with soft placement off, with `_Send`/`_Recv` of the lists and the loop's control (Enter, Merge, Switch, NextIteration, the LoopCond's `_HostRecv`) in the CPU's partition | TF builds these gradient nodes with no requested device and has no DEVICE_DEFAULT variant AddN/ZerosLike; a plugin can add them only through TF_AddNVariant/TF_ZerosLikeVariant (kernels_experimental.h, exported by 2.16-2.18 only: on 2.19+ they stay on the CPU) |
+| LSTM (Keras 3's `tf.while_loop`), its gradient loop | ZerosLike, AddN (T=variant: TensorLists) | ran on the CPU even with soft placement off (TF builds these gradient nodes with no requested device), adding SIMDEV memory in host code | simdev registers them through TF_AddNVariant/TF_ZerosLikeVariant |
 
+On 2.19-2.21 none of these kernels can be registered: no library of those
+wheels exports kernels_experimental.h's functions (the drift report of
+docs/tf-releases.md), so the workaround above is the way there.
 """
 
 

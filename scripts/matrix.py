@@ -13,9 +13,12 @@ For each release of RELEASES (default: all; `--releases 2.18.1,2.21.0`):
           inputs, the registry rules; docs/kernels.md is 2.21's)
   demo    examples/demo.py (the CNN's training step, SIMDEV vs CPU)
   model   tests/tf/test_models.py -k MobileNetV2 (Keras applications)
-  varkern which devices register AssignVariableOp (a fact, recorded: no
-          simdev kernel yet; the drift report below lists the releases that
-          export kernels_experimental.h's functions such a kernel needs)
+  varkern simdev's variable kernels (src/kernels/variables/) are on SIMDEV
+          exactly where the release's libtensorflow_framework exports
+          kernels_experimental.h's TF_AssignVariable (2.16-2.18; the drift
+          report below lists the releases): AssignVariableOp,
+          ResourceApplyAdam, ResourceGather and ResourceScatterAdd checked in
+          TF's kernel registry; "SIMDEV" or "not on SIMDEV" in the table
   refuses the plugin built for 2.21.0 (that release's venv), loaded alone
           (TF_PLUGGABLE_DEVICE_LIBRARY_PATH, in a venv of this release's
           packages without simdev) by this release's TensorFlow: no SIMDEV
@@ -59,10 +62,13 @@ print(tf.__version__, d)
 assert not any("SIMDEV" in x for x in d), "a SIMDEV device from another release's plugin"
 """
 VARKERN = """
-import json, tensorflow as tf
+import ctypes, json, os, tensorflow as tf
 from tensorflow.python.framework import kernels
-k = kernels.get_registered_kernels_for_op("AssignVariableOp")
-print("VARKERN " + json.dumps(sorted({x.device_type for x in k.kernel})))
+fw = ctypes.CDLL(os.path.join(tf.sysconfig.get_lib(), "libtensorflow_framework.so.2"))
+ops = ["AssignVariableOp", "ResourceApplyAdam", "ResourceGather", "ResourceScatterAdd"]
+on = {op: "SIMDEV" in {x.device_type for x in kernels.get_registered_kernels_for_op(op).kernel}
+      for op in ops}
+print("VARKERN " + json.dumps({"exported": hasattr(fw, "TF_AssignVariable"), "on_simdev": on}))
 """
 
 
@@ -177,10 +183,14 @@ class Release:
             line = [l for l in f if l.startswith("VARKERN ")]
         if not line:  # TF writes its own lines into the same log
             return False, "no VARKERN line\n" + log_tail(self.log("varkern"))
-        devices = json.loads(line[-1].split(" ", 1)[1])
-        self.varkern_devices = devices
-        # a fact to report, not a failure: which devices have the kernel
-        return True, "SIMDEV" if "SIMDEV" in devices else "not on SIMDEV"
+        fact = json.loads(line[-1].split(" ", 1)[1])
+        on = fact["on_simdev"]
+        if fact["exported"] and all(on.values()):
+            return True, "SIMDEV"
+        if not fact["exported"] and not any(on.values()):
+            return True, "not on SIMDEV"
+        return False, (f"TF_AssignVariable {'is' if fact['exported'] else 'is not'} exported "
+                       f"but SIMDEV has: {on}")
 
     def bare_python(self):
         """A venv that sees this release's packages but not simdev (its
