@@ -88,7 +88,14 @@ def build_tf_version():
 
 def get_requires_for_dynamic_metadata(settings=None):
     v = build_tf_version()
-    t = target_tf()
+    # The distribution the target has; with SIMDEV_TF_VERSION set, a target
+    # holding both names (refused by target_tf) builds with tensorflow-cpu.
+    try:
+        t = target_tf()
+    except RuntimeError:
+        if not os.environ.get("SIMDEV_TF_VERSION"):
+            raise
+        t = None
     reqs = [f"{t[0] if t else 'tensorflow-cpu'}=={v}"]
     if int(_release(v).split(".")[1]) >= JAXLIB_FROM_MINOR:
         reqs.append(JAXLIB)

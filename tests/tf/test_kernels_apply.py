@@ -509,6 +509,19 @@ def _():
     out["cpu negative lr"] = list(error_class(lambda: [R.ResourceApplyProximalAdagrad(
         var=V(np.ones(2, np.float32)), accum=V(np.ones(2, np.float32)), lr=np.float32(-0.5),
         l1=np.float32(0), l2=np.float32(0), grad=np.ones(2, np.float32)), Z()][1], device=CPU))
+    def twice(sparse):
+        with tf.device(SIM):
+            h = tf.Variable([1.0, 2.0])
+            if sparse:
+                R.ResourceSparseApplyAdagrad(var=h.handle, accum=h.handle, lr=0.5,
+                                             grad=tf.constant([[1.0]]),
+                                             indices=tf.constant([0]))
+            else:
+                R.ResourceApplyMomentum(var=h.handle, accum=h.handle, lr=0.5,
+                                        grad=tf.constant([1.0, 1.0]), momentum=0.9)
+            return h.read_value()
+    out["twice dense"] = list(error_class(lambda: twice(False), device=SIM))
+    out["twice sparse"] = list(error_class(lambda: twice(True), device=SIM))
     out["after"] = after_ok(after)
     return out
 ''' % {"types": ["float32", "float64", "float16"]}
@@ -682,6 +695,12 @@ def test_simdev_only_differences(v):
     assert "lr is not a positive scalar" in d["cpu negative lr"][1], d
     expect = (np.float32([1.0, 2.0]) + np.float32(0.5) / np.sqrt(np.float32(2.0))).tolist()
     assert d["negative lr"] == pytest.approx(expect, rel=1e-6), d
+    # One variable as var and accum: refused (TF CPU updates one buffer
+    # twice; docs/kernel-api.md), dense (TF's copy-on-write would split it)
+    # and sparse (one buffer).
+    for k in ("twice dense", "twice sparse"):
+        assert d[k][0] == "InvalidArgumentError", (k, d[k])
+        assert "variable inputs 0 and 1 are one variable" in d[k][1], (k, d[k])
     assert d["after"] is True, d
 
 

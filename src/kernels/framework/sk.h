@@ -307,7 +307,8 @@ void sk_work(sk_launch* l, sk_run_fn run, const char* label);
  * These calls work on a failed launch too (TF changed the variable whatever
  * the launch's state) and return false only when nothing could be queued
  * (no stream, host out of memory: the launch is failed then). In an
- * asynchronous kernel they fail the launch (Internal).
+ * asynchronous kernel sk_copy_now and sk_work_now fail the launch
+ * (Internal); sk_hold works in any launch.
  *
  * sk_hold: the launch takes t (a tensor TF handed the kernel, as the
  * variable callbacks' tensors are) and deletes it when the queued work ran;

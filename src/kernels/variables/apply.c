@@ -495,7 +495,13 @@ static bool run_checks(sk_launch* l, const apply_op* op, TF_Tensor* const* t,
                     "var and grad must match in dimension %d", d);
             return false;
           }
-          *inner *= TF_Dim(grad, d);
+          /* Can overflow only for an empty var (dim 0 is 0): its rows'
+           * dims are not bounded by any allocation. */
+          if (__builtin_mul_overflow(*inner, TF_Dim(grad, d), inner)) {
+            sk_fail(l, TF_INVALID_ARGUMENT,
+                    "var's rows have more than 2^63 elements");
+            return false;
+          }
         }
         break;
       case 'n':
@@ -540,6 +546,33 @@ static bool indices_ok(sk_launch* l, const apply_op* op, const TF_Tensor* var,
 
 /* ---- the compute function (TF thread) ---------------------------------- */
 
+/* False (the launch failed) when variable input k is the variable of an
+ * earlier input j: the same buffer (sparse: no copy), or TF's copy-on-write
+ * just copied it from t[j]'s buffer (dense: the launch holds t[j], so TF
+ * sees it shared and moves the variable to a copy; the update would then
+ * write j's slot into a buffer the variable no longer owns). TF's CPU
+ * kernel updates the one buffer as both; simdev refuses it. Sound because
+ * a variable's tensor, once fetched, shares its buffer with no other
+ * variable (TF copied it if it did). */
+static bool distinct(sk_launch* l, const apply_op* op, TF_Tensor* const* t,
+                     int k) {
+  if (TF_TensorByteSize(t[k]) == 0) return true;
+  const void* from = skv_copied_from();
+  for (int j = 0; j < k; j++) {
+    const void* dj = TF_TensorData(t[j]);
+    if (TF_TensorByteSize(t[j]) > 0 &&
+        (dj == TF_TensorData(t[k]) || dj == from)) {
+      sk_fail(l, TF_INVALID_ARGUMENT,
+              "%s: variable inputs %d and %d are one variable; simdev "
+              "updates each variable input on its own buffer and refuses "
+              "this (TF's CPU kernel applies both updates to one buffer)",
+              op->name, j, k);
+      return false;
+    }
+  }
+  return true;
+}
+
 static void apply_compute(sk_launch* l, void* state) {
   const apply_state* st = state;
   const apply_op* op = st->op;
@@ -556,7 +589,7 @@ static void apply_compute(sk_launch* l, void* state) {
   TF_VariableInputLockHolder* h = skv_lock(l, kVars, op->nvars, sparse);
   if (h == NULL) return;
   for (int k = 0; k < op->nvars; k++) {
-    if ((t[k] = skv_tensor(l, k, sparse)) == NULL) {
+    if ((t[k] = skv_tensor(l, k, sparse)) == NULL || !distinct(l, op, t, k)) {
       skv_unlock(h);
       return;
     }

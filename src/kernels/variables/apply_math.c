@@ -16,10 +16,14 @@
 
 #define AI static inline __attribute__((always_inline))
 
-/* x rounded to float32. The empty asm keeps the rounding: GCC 12's -O2
- * vectorizer dropped a (double)(float) round trip of skv_apply_prep's
- * scalars (measured: Adamax's lr / (1 - beta1_power) came out unrounded;
- * -fno-tree-vectorize or -O1 kept it). The constraint only names the
+/* x rounded to float32. The empty asm keeps the rounding. Measured (GCC
+ * 12.2, -O2, x86-64): without it, test_kernels_apply.py's dense Adam,
+ * AdamWithAmsgrad, AdaMax and CenteredRMSProp float32 cases come out 9 ulp
+ * from the reference in eager mode; -fno-tree-vectorize or -O1 also cure
+ * it. Cause not identified: x86-64 SSE has no excess precision and the
+ * baseline ISA no FMA, so C11 requires the (float) to round; until a
+ * reduced case shows a compiler bug or a bug here, the barrier stays (it
+ * costs the vectorisation of these loops). The constraint only names the
  * register class the float is in. */
 AI double to_f32(double x) {
   float f = (float)x;

@@ -44,6 +44,9 @@ bool skv_resolve(const char** missing) {
 }
 
 static __thread sk_launch* t_launch;
+/* The source buffer of the last copy copy_cb queued on this thread (reset
+ * by skv_tensor): skv_copied_from's answer. */
+static __thread const void* t_copied_from;
 
 /* TF's copy callback (TF thread, inside TF's call, under the variable's
  * mutex): dest = source, queued now. Both tensors are ours to delete: the
@@ -61,6 +64,7 @@ static void copy_cb(TF_OpKernelContext* ctx, TF_Tensor* source,
     TF_DeleteTensor(dest);
     return;
   }
+  t_copied_from = TF_TensorData(source);
   bool held = sk_hold(l, source);
   held = sk_hold(l, dest) && held;
   if (held) sk_copy_now(l, dest, source);
@@ -105,7 +109,9 @@ TF_Tensor* skv_tensor(sk_launch* l, int input, bool sparse) {
   TF_Tensor* t = NULL;
   TF_Status* st = preset();
   t_launch = l;
-  g.get(sk_context(l), input, true, sparse, false, copy_cb, &t, st);
+  t_copied_from = NULL;
+  /* (ctx, input, lock_held, isVariantType, sparse, copy, out, status) */
+  g.get(sk_context(l), input, true, false, sparse, copy_cb, &t, st);
   t_launch = NULL;
   if (TF_GetCode(st) != TF_OK || t == NULL) {
     if (t != NULL) TF_DeleteTensor(t);
@@ -116,6 +122,10 @@ TF_Tensor* skv_tensor(sk_launch* l, int input, bool sparse) {
   }
   TF_DeleteStatus(st);
   return t;
+}
+
+const void* skv_copied_from(void) {
+  return t_copied_from;
 }
 
 bool skv_assign(sk_launch* l, bool validate_shape) {

@@ -73,6 +73,12 @@ void skv_unlock(TF_VariableInputLockHolder* h);
  * the launch (TF has set the op's error). */
 TF_Tensor* skv_tensor(sk_launch* l, int input, bool sparse);
 
+/* The buffer the last skv_tensor on this thread copied the variable's
+ * tensor from (TF's copy-on-write of a shared buffer), NULL if it copied
+ * nothing. A kernel with several variable inputs compares it with the
+ * buffers it already holds: equal means one variable passed twice. */
+const void* skv_copied_from(void);
+
 /* TF_AssignVariable(resource = input 0, value = input 1): the variable (made
  * if the handle names none) takes the value's buffer, or a copy of it
  * queued on the stream (copy-on-read mode). False after failing the launch

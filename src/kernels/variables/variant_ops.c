@@ -122,16 +122,6 @@ static bool cb_take(sk_launch* l, TF_OpKernelContext* ctx, TF_Tensor** ts,
   return true;
 }
 
-/* A shape as "[2,3]" (any rank: nothing is computed from it). */
-static const char* shape_string(const TF_Tensor* t, char* buf, size_t len) {
-  size_t n = (size_t)snprintf(buf, len, "[");
-  for (int i = 0; i < TF_NumDims(t) && n < len; i++)
-    n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? "," : "",
-                          (long long)TF_Dim(t, i));
-  if (n < len) snprintf(buf + n, len - n, "]");
-  return buf;
-}
-
 /* ---- AddN ---------------------------------------------------------------- */
 
 /* TF's binary_add (TF thread, inside TF_AddNVariant): out = a + b, one
@@ -160,7 +150,8 @@ static void add_cb(TF_OpKernelContext* ctx, TF_Tensor* a, TF_Tensor* b,
     snprintf(msg, sizeof(msg),
              "simdev: AddN of variants: elements of incompatible shapes %s "
              "and %s",
-             shape_string(a, sa, sizeof(sa)), shape_string(b, sb, sizeof(sb)));
+             skv_shape_string(a, sa, sizeof(sa)),
+             skv_shape_string(b, sb, sizeof(sb)));
     cb_fail(l, ctx, TF_INVALID_ARGUMENT, msg);
   } else {
     for (int i = 0; i < TF_NumDims(a); i++) {
@@ -168,8 +159,8 @@ static void add_cb(TF_OpKernelContext* ctx, TF_Tensor* a, TF_Tensor* b,
       snprintf(msg, sizeof(msg),
                "simdev: AddN of variants: elements of incompatible shapes %s "
                "and %s",
-               shape_string(a, sa, sizeof(sa)),
-               shape_string(b, sb, sizeof(sb)));
+               skv_shape_string(a, sa, sizeof(sa)),
+               skv_shape_string(b, sb, sizeof(sb)));
       cb_fail(l, ctx, TF_INVALID_ARGUMENT, msg);
       break;
     }
