@@ -29,20 +29,6 @@
 
 #include "kernels/array/array.h"
 
-/* "[i,j,...]" of flat position p in shape s (TF's SliceDebugString). */
-static void pos_str(const sk_shape* s, int64_t p, char* buf, size_t len) {
-  int64_t idx[SK_MAX_DIMS];
-  for (int i = s->nd - 1; i >= 0; i--) {
-    idx[i] = s->d[i] ? p % s->d[i] : 0;
-    p = s->d[i] ? p / s->d[i] : 0;
-  }
-  size_t n = (size_t)snprintf(buf, len, "[");
-  for (int i = 0; i < s->nd && n < len; i++)
-    n += (size_t)snprintf(buf + n, len - n, i ? ",%lld" : "%lld",
-                          (long long)idx[i]);
-  if (n < len) snprintf(buf + n, len - n, "]");
-}
-
 /* ---- GatherV2
  * ----------------------------------------------------------------- */
 
@@ -56,7 +42,7 @@ static void gather_run(sk_launch* l, void* args) {
   int64_t i = sa_gather_bad(&a->g);
   if (i >= 0) {
     char b[SK_MAX_DIMS * 24];
-    pos_str(&a->ishape, i, b, sizeof(b));
+    sk_index_string(&a->ishape, i, b, sizeof(b));
     sk_fail(l, TF_INVALID_ARGUMENT, "indices%s = %lld is not in [0, %lld)", b,
             (long long)sa_index(a->g.idx64, a->g.idx, i), (long long)a->g.n);
     return;

@@ -150,3 +150,16 @@ const char* sk_dtype_name(TF_DataType t) {
     default: return "other dtype";
   }
 }
+
+void sk_index_string(const sk_shape* s, int64_t p, char* buf, size_t len) {
+  int64_t idx[SK_MAX_DIMS];
+  for (int i = s->nd - 1; i >= 0; i--) {
+    idx[i] = s->d[i] ? p % s->d[i] : 0;
+    p = s->d[i] ? p / s->d[i] : 0;
+  }
+  size_t n = (size_t)snprintf(buf, len, "[");
+  for (int i = 0; i < s->nd && n < len; i++)
+    n += (size_t)snprintf(buf + n, len - n, i ? ",%lld" : "%lld",
+                          (long long)idx[i]);
+  if (n < len) snprintf(buf + n, len - n, "]");
+}

@@ -96,6 +96,9 @@ bool sk_shape_from_tensor(sk_launch* l, const TF_Tensor* t, const char* what,
 /* "[2,3,4]" into buf; returns buf. */
 const char* sk_shape_str(const sk_shape* s, char* buf, size_t len);
 bool sk_shape_eq(const sk_shape* a, const sk_shape* b);
+/* Element p of shape s as TF prints a position (its SliceDebugString): "[1,0]"
+ * ("[]" for rank 0); into buf, cut to len. */
+void sk_index_string(const sk_shape* s, int64_t p, char* buf, size_t len);
 
 /* Shapes a kernel computes. TF aborts the process on a shape with a
  * negative dim or more than 2**63 - 1 elements (arith/dims.h says why and

@@ -40,20 +40,6 @@ typedef struct gather_state {
   int64_t batch_dims;
 } gather_state;
 
-/* "[i,j,...]" of flat position p in shape s (TF's SliceDebugString). */
-static void pos_str(const sk_shape* s, int64_t p, char* buf, size_t len) {
-  int64_t idx[SK_MAX_DIMS];
-  for (int i = s->nd - 1; i >= 0; i--) {
-    idx[i] = s->d[i] ? p % s->d[i] : 0;
-    p = s->d[i] ? p / s->d[i] : 0;
-  }
-  size_t n = (size_t)snprintf(buf, len, "[");
-  for (int i = 0; i < s->nd && n < len; i++)
-    n += (size_t)snprintf(buf + n, len - n, i ? ",%lld" : "%lld",
-                          (long long)idx[i]);
-  if (n < len) snprintf(buf + n, len - n, "]");
-}
-
 /* The variable (input 0), locked and fetched in copy-on-read mode, its
  * dtype the op's: NULL after failing the launch (*h then still to be
  * unlocked). TF CPU's kernels CHECK-fail (abort) on a dtype that is not
@@ -156,7 +142,7 @@ static void gather_plan(sk_launch* l, const gather_state* st, TF_Tensor* x,
   int64_t bad = sa_gather_bad_flat(&g);
   if (bad >= 0) {
     char p[SK_MAX_DIMS * 24];
-    pos_str(&is, bad, p, sizeof(p));
+    sk_index_string(&is, bad, p, sizeof(p));
     sk_fail(l, TF_INVALID_ARGUMENT, "indices%s = %lld is not in [0, %lld)", p,
             (long long)(sa_index(g.idx64, g.idx, bad) + bad / g.k * g.n),
             (long long)xs.d[0]);
@@ -243,7 +229,7 @@ static void gather_nd_plan(sk_launch* l, TF_Tensor* x, TF_Tensor* it) {
     sk_shape ps = is; /* indices.shape[:-1], for the position */
     ps.nd--;
     char p[SK_MAX_DIMS * 24], v[SK_MAX_DIMS * 24 + 4];
-    pos_str(&ps, bad, p, sizeof(p));
+    sk_index_string(&ps, bad, p, sizeof(p));
     size_t n = 0;
     v[0] = 0;
     for (int j = 0; j < (int)k && n < sizeof(v); j++)

@@ -136,20 +136,6 @@ static void scatter_step(void* args) {
 
 /* ---- checks (TF thread) ------------------------------------------------- */
 
-/* "[i,j,...]" of flat position p in shape s (TF's SliceDebugString). */
-static void pos_str(const sk_shape* s, int64_t p, char* buf, size_t len) {
-  int64_t idx[SK_MAX_DIMS];
-  for (int i = s->nd - 1; i >= 0; i--) {
-    idx[i] = s->d[i] ? p % s->d[i] : 0;
-    p = s->d[i] ? p / s->d[i] : 0;
-  }
-  size_t n = (size_t)snprintf(buf, len, "[");
-  for (int i = 0; i < s->nd && n < len; i++)
-    n += (size_t)snprintf(buf + n, len - n, i ? ",%lld" : "%lld",
-                          (long long)idx[i]);
-  if (n < len) snprintf(buf + n, len - n, "]");
-}
-
 /* ResourceScatter*: updates.shape == indices.shape + params.shape[1:], or
  * a scalar. TF CPU checks the rank and that indices' shape is a prefix,
  * then reads updates as [N, size / N] whatever params' rows are (rows of
@@ -292,7 +278,7 @@ static void scatter_plan(sk_launch* l, const scatter_state* st, TF_Tensor* x,
   if (bad >= 0) {
     char p[SK_MAX_DIMS * 24], v[SK_MAX_DIMS * 24 + 4], b[256];
     if (!st->nd) {
-      pos_str(&is, bad, p, sizeof(p));
+      sk_index_string(&is, bad, p, sizeof(p));
       sk_fail(l, TF_INVALID_ARGUMENT, "indices%s = %lld is not in [0, %lld)", p,
               (long long)sa_index(s->nd.idx64, s->nd.idx, bad),
               (long long)xs.d[0]);
@@ -300,7 +286,7 @@ static void scatter_plan(sk_launch* l, const scatter_state* st, TF_Tensor* x,
     }
     sk_shape ps = is; /* indices.shape[:-1], for the position */
     if (ps.nd > 1) ps.nd--;
-    pos_str(&ps, bad, p, sizeof(p));
+    sk_index_string(&ps, bad, p, sizeof(p));
     size_t n = 0;
     v[0] = 0;
     for (int j = 0; j < k && n < sizeof(v); j++)
