@@ -48,6 +48,11 @@ STEPS = ["venv", "builds", "loads", "harness", "sweep", "demo", "model", "varker
          "refuses"]
 OTHER = "2.21.0"  # the release whose plugin the others must refuse
 DOC = os.path.join(ROOT, "docs", "tf-releases.md")
+# Every C API function a release's headers declare, with the releases whose
+# libraries export it: what test_exports.py checks the plugin's imports
+# against (a plugin importing one that a release lacks fails to load there,
+# and TF's import then raises).
+API = os.path.join(LOCKS, "tf-c-api.txt")
 
 LOADS = """
 import tensorflow as tf
@@ -297,6 +302,27 @@ def write_doc(releases, drift):
         f.write("\n".join(lines))
 
 
+def write_api(drift_json):
+    """API from tf_drift.py's report: name, then the releases exporting it."""
+    with open(drift_json, encoding="utf-8") as f:
+        reports = json.load(f)
+    exporters = {}
+    for r in reports:
+        for name in r["functions"]:
+            exporters.setdefault(name, [])
+            if name not in r["missing"]:
+                exporters[name].append(r["release"])
+    with open(API, "w", encoding="utf-8") as f:
+        f.write("# Written by make matrix (scripts/matrix.py) from scripts/tf_drift.py's\n"
+                "# report: each C API function the plugin headers of TensorFlow " +
+                ", ".join(r["release"] for r in reports) + "\n"
+                "# declare, then the releases whose libraries export it (none: declared,\n"
+                "# exported by no release). tests/tf/test_exports.py: the plugin imports\n"
+                "# only functions every release exports.\n")
+        for name in sorted(exporters):
+            f.write(f"{name} {','.join(exporters[name]) or '-'}\n")
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--releases", default=",".join(RELEASES))
@@ -346,6 +372,9 @@ def main(argv):
                            capture_output=True, text=True)
     if drift.returncode != 0:
         print(f"matrix: tf_drift.py failed:\n{drift.stderr[-2000:]}", flush=True)
+    if drift.returncode == 0 and not args.no_doc and len(shown) == len(RELEASES):
+        write_api(os.path.join(MATRIX, "drift.json"))
+        print(f"matrix: wrote {os.path.relpath(API, ROOT)}")
     if not args.no_doc:
         write_doc(shown, drift.stdout if drift.returncode == 0 else
                   f"tf_drift.py failed:\n\n```\n{drift.stderr[-2000:]}\n```")

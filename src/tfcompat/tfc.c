@@ -1,8 +1,9 @@
 /*
  * tfc.c - optional TensorFlow functions found at run time (tfc.h says why).
  *
- * Thread contract: any thread; no state (dlopen's reference counts are
- * thread-safe, and each lookup drops the reference RTLD_NOLOAD took).
+ * Thread contract: any thread; no state but tfc_tensor_alignment's cached
+ * value (dlopen's reference counts are thread-safe, and each lookup drops
+ * the reference RTLD_NOLOAD took).
  */
 #include "tfcompat/tfc.h"
 
@@ -40,11 +41,21 @@ int tfc_find_(void** out, const char* name) {
 }
 
 size_t tfc_tensor_alignment(void) {
-  /* Known at compile time (the plugin runs only in its own release): no
-   * lookup on the kernel path that calls this per launch. */
+  /* Found at run time even where the headers declare it (2.17 on): a
+   * linked reference would make the plugin fail to load in 2.16 ("undefined
+   * symbol: TF_TensorDefaultAlignment", which TF's Python import raises,
+   * so `import tensorflow` itself fails; measured by make matrix's refuses
+   * step) instead of offering no device with the release message. Looked
+   * up once and cached: the kernel path calls this per launch. Any thread:
+   * racing first callers store the same value. */
+  static _Atomic size_t cached;
+  size_t a = cached;
+  if (a != 0) return a;
 #if TFC_TF_MINOR >= 17
-  return TF_TensorDefaultAlignment();
-#else
-  return 64; /* 2.16: Allocator::kAllocatorAlignment (tfc.h) */
+  __typeof__(&TF_TensorDefaultAlignment) fn = NULL;
+  a = TFC_FIND(fn, TF_TensorDefaultAlignment) ? fn() : 0;
 #endif
+  if (a == 0) a = 64; /* 2.16: Allocator::kAllocatorAlignment (tfc.h) */
+  cached = a;
+  return a;
 }

@@ -19,8 +19,8 @@
  *    and a missing one disables its feature with a message instead of
  *    failing the load with "undefined symbol".
  *
- * Thread contract: tfc_sym may be called from any thread; it never loads a
- * library and keeps no state.
+ * Thread contract: any thread; tfc_sym never loads a library and keeps no
+ * state.
  */
 #ifndef SIMDEV_TFCOMPAT_TFC_H_
 #define SIMDEV_TFCOMPAT_TFC_H_
@@ -65,9 +65,10 @@ void* tfc_sym(const char* name);
 #define TFC_FIND(fp, fn) tfc_find_((void**)&(fp), #fn)
 int tfc_find_(void** out, const char* name);
 
-/* TF's tensor buffer alignment: TF_TensorDefaultAlignment() from 2.17 on
- * (decided at compile time, by TFC_TF_MINOR); 2.16's
- * headers declare no such function, and its allocator aligns to
+/* TF's tensor buffer alignment: TF_TensorDefaultAlignment() from 2.17 on,
+ * found at run time (never linked: the plugin must load, and refuse, in
+ * 2.16 too) and cached; 2.16's headers declare no such function, and its
+ * allocator aligns to
  * Allocator::kAllocatorAlignment, 64 bytes (2.16.2's
  * include/tsl/framework/allocator.h), what later releases' function
  * returns. */

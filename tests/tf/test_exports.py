@@ -88,6 +88,29 @@ def test_only_entry_points_exported(lib):
     assert not extra, f"{len(extra)} unexpected exported symbols: {extra[:40]}"
 
 
+API = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                   "matrix", "tf-c-api.txt")
+
+
+def test_imports_only_what_every_release_exports(lib):
+    """A TF function the plugin imports must be exported by every release
+    simdev builds against (tests/matrix/tf-c-api.txt, written by make
+    matrix from each wheel): else the plugin fails to load in the others
+    with "undefined symbol", which TF's Python import raises, where it must
+    offer no device and say why (found so with TF_TensorDefaultAlignment, which 2.16
+    lacks). Optional functions are looked up at run time (src/tfcompat)."""
+    with open(API, encoding="utf-8") as f:
+        rows = [l.split() for l in f if l.strip() and not l.startswith("#")]
+    releases = set(rows[0][1].split(","))  # SE_InitPlugin: every release
+    exporters = {name: set() if rel == "-" else set(rel.split(",")) for name, rel in rows}
+    undefined = dynamic_symbols(lib, "--undefined-only")
+    bad = {name: sorted(releases - exporters[name]) for name in undefined
+           if name in exporters and exporters[name] != releases}
+    assert not bad, f"imported, but not exported by these releases: {bad}"
+    # The check sees the plugin's TF imports at all (it links TF's C API).
+    assert sum(name in exporters for name in undefined) > 20
+
+
 def test_python_extension_exports_only_its_init(plugin):
     """simdev._dlpack (the capsule half of simdev.dlpack) exports nothing
     but the module's init function."""
