@@ -3,6 +3,7 @@
  */
 #include "arith/gather.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "device_sim/sim.h"
@@ -116,4 +117,13 @@ void sa_scatter_run(const sa_scatter* s) {
   if (s->rows == 0 || s->slice == 0) return;
   int64_t grain = GRAIN / (s->rows > 0 ? s->rows : 1);
   sim_parallel_for(s->slice, grain > 0 ? grain : 1, scatter_cols, (void*)s);
+}
+
+void sa_nd_row_string(const sa_nd* nd, int64_t r, char* buf, size_t len) {
+  size_t n = 0;
+  buf[0] = '\0';
+  for (int j = 0; j < nd->k && n < len; j++)
+    n += (size_t)snprintf(
+        buf + n, len - n, j ? ", %lld" : "%lld",
+        (long long)sa_index(nd->idx64, nd->idx, r * nd->k + j));
 }

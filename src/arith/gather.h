@@ -76,6 +76,9 @@ void sa_nd_init(sa_nd* nd, const void* idx, bool idx64, const int64_t* d,
 int64_t sa_nd_offset(const sa_nd* nd, int64_t r);
 /* The first of rows [0, rows) with an index out of range, or -1. */
 int64_t sa_nd_bad(const sa_nd* nd, int64_t rows);
+/* Row r's k indices as TF's messages print them, "3, 0, 7" (no brackets),
+ * into buf, cut to len (len >= 1). */
+void sa_nd_row_string(const sa_nd* nd, int64_t r, char* buf, size_t len);
 
 /* GatherNd (indices checked before): y's row r (slice elements of es bytes)
  * = x's slice sa_nd_offset(r), for rows [0, rows). */

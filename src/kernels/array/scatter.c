@@ -56,11 +56,7 @@ static void scatter_run(sk_launch* l, void* args) {
   int64_t r = sa_nd_bad(nd, a->s.rows);
   if (r >= 0) {
     char b[SK_MAX_DIMS * 24 + 4], o[256];
-    size_t n = 0;
-    for (int j = 0; j < nd->k && n < sizeof(b); j++)
-      n += (size_t)snprintf(
-          b + n, sizeof(b) - n, j ? ", %lld" : "%lld",
-          (long long)sa_index(nd->idx64, nd->idx, r * nd->k + j));
+    sa_nd_row_string(nd, r, b, sizeof(b));
     sk_fail(l, TF_INVALID_ARGUMENT,
             "indices[%lld] = [%s] does not index into shape %s", (long long)r,
             b, sk_shape_str(&a->os, o, sizeof(o)));

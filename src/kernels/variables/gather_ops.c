@@ -230,12 +230,7 @@ static void gather_nd_plan(sk_launch* l, TF_Tensor* x, TF_Tensor* it) {
     ps.nd--;
     char p[SK_MAX_DIMS * 24], v[SK_MAX_DIMS * 24 + 4];
     sk_index_string(&ps, bad, p, sizeof(p));
-    size_t n = 0;
-    v[0] = 0;
-    for (int j = 0; j < (int)k && n < sizeof(v); j++)
-      n += (size_t)snprintf(
-          v + n, sizeof(v) - n, j ? ", %lld" : "%lld",
-          (long long)sa_index(a.nd.idx64, a.nd.idx, bad * k + j));
+    sa_nd_row_string(&a.nd, bad, v, sizeof(v));
     TF_StringView name = TF_GetOpKernelName(sk_context(l));
     sk_fail(l, TF_INVALID_ARGUMENT,
             "indices%s = [%s] does not index into param shape %s, node name: "

@@ -287,12 +287,7 @@ static void scatter_plan(sk_launch* l, const scatter_state* st, TF_Tensor* x,
     sk_shape ps = is; /* indices.shape[:-1], for the position */
     if (ps.nd > 1) ps.nd--;
     sk_index_string(&ps, bad, p, sizeof(p));
-    size_t n = 0;
-    v[0] = 0;
-    for (int j = 0; j < k && n < sizeof(v); j++)
-      n += (size_t)snprintf(
-          v + n, sizeof(v) - n, j ? ", %lld" : "%lld",
-          (long long)sa_index(s->nd.idx64, s->nd.idx, bad * k + j));
+    sa_nd_row_string(&s->nd, bad, v, sizeof(v));
     sk_fail(l, TF_INVALID_ARGUMENT,
             "indices%s = [%s] does not index into shape %s", p, v,
             sk_shape_str(&xs, b, sizeof(b)));
