@@ -462,6 +462,14 @@ def assert_error_like_cpu(d, op, key, cpu_key=True, cls=None):
         f"a good op on SIMDEV failed after the error: {d['after']}"
 
 
+def error_rows(script):
+    """(name, key) of every check_errors row of a child script, one per line
+    as `    ("<name>", lambda ..., "<key>"),`: the parametrization of a kernel
+    module's test_error_like_cpu (its test_error_names_found counts them, so
+    a row this pattern misses fails there)."""
+    return re.findall(r'^    \("([^"]+)", lambda.*, "([^"]+)"\),$', script, re.M)
+
+
 def tf_minor():
     """The installed TensorFlow's minor release (2.<minor>), read from its
     metadata without importing it into pytest's process; None without TF."""

@@ -31,12 +31,11 @@ variables' devices are checked too):
     in another order) and the partition graphs place ResourceApply* on
     SIMDEV.
 """
-import re
 
 import numpy as np
 import pytest
 
-from conftest import assert_error_like_cpu, assert_kernel_error, simdev_variable_kernels, tf_minor
+from conftest import assert_error_like_cpu, error_rows, assert_kernel_error, simdev_variable_kernels, tf_minor
 
 MINOR = tf_minor()
 HAVE = simdev_variable_kernels()
@@ -669,7 +668,7 @@ def test_empty(v):
 
 
 def error_cases():
-    return re.findall(r'^    \("([^"]+)", lambda.*, "([^"]+)"\),$', SCRIPT, re.M)
+    return error_rows(SCRIPT)
 
 
 @NEEDS_KERNELS

@@ -11,11 +11,10 @@ Bad inputs - an out-of-range gather index included, which TF's GPU kernel
 would zero-fill - raise the kernel's own error with TF CPU's class and
 wording.
 """
-import re
 
 import pytest
 
-from conftest import assert_error_like_cpu, assert_sweep
+from conftest import assert_error_like_cpu, error_rows, assert_sweep
 
 SCRIPT = r'''
 import ml_dtypes
@@ -247,7 +246,7 @@ def test_registered_types(g, op, types):
 
 
 def error_cases():
-    return re.findall(r'^    \("([^"]+)", lambda.*, "([^"]+)"\),$', SCRIPT, re.M)
+    return error_rows(SCRIPT)
 
 
 @pytest.mark.parametrize("name,key", error_cases())

@@ -16,7 +16,7 @@ own error (TF CPU's class and wording); a good op runs afterwards.
 """
 import pytest
 
-from conftest import assert_error_like_cpu
+from conftest import assert_error_like_cpu, error_rows
 
 OPS_BY_PREFIX = {"bitcast": "Bitcast", "reshape": "Reshape", "fill": "Fill",
                  "transpose": "Transpose", "tile": "Tile", "broadcast": "BroadcastTo",
@@ -674,8 +674,7 @@ def test_alias_does_not_copy(misc, op):
 
 
 def error_cases():
-    import re
-    return re.findall(r'^    \("([^"]+)", lambda.*, "([^"]+)"\),$', SCRIPT, re.M)
+    return error_rows(SCRIPT)
 
 
 @pytest.mark.parametrize("name,key", error_cases())

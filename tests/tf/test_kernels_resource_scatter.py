@@ -23,11 +23,10 @@ What the tests hold the kernels to, in TF children with soft placement off
     ResourceScatterSub) on SIMDEV;
   - where simdev differs from TF CPU (SIMDEV_DIVERGENCES), pinned.
 """
-import re
 
 import pytest
 
-from conftest import assert_error_like_cpu, simdev_variable_kernels, tf_minor
+from conftest import assert_error_like_cpu, error_rows, simdev_variable_kernels, tf_minor
 
 GATHER_OPS = ("ResourceGather", "ResourceGatherNd")
 SCATTER_OPS = ("ResourceScatterAdd", "ResourceScatterSub", "ResourceScatterMul",
@@ -424,7 +423,7 @@ def test_keras_embedding(s):
 
 
 def error_cases():
-    return re.findall(r'^    \("([^"]+)", lambda.*, "([^"]+)"\),$', SCRIPT, re.M)
+    return error_rows(SCRIPT)
 
 
 def test_error_names_found():

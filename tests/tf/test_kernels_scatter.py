@@ -8,11 +8,10 @@ unspecified). Float results within a summation bound, integers exactly;
 TensorScatterUpdate bit for bit on random bit patterns. An out-of-range
 index raises TF CPU's error.
 """
-import re
 
 import pytest
 
-from conftest import assert_error_like_cpu, assert_sweep
+from conftest import assert_error_like_cpu, error_rows, assert_sweep
 
 SCRIPT = r'''
 import ml_dtypes
@@ -146,7 +145,7 @@ def test_registered_types(sc, op, types):
 
 
 def error_cases():
-    return re.findall(r'^    \("([^"]+)", lambda.*, "([^"]+)"\),$', SCRIPT, re.M)
+    return error_rows(SCRIPT)
 
 
 @pytest.mark.parametrize("name,key", error_cases())

@@ -13,11 +13,10 @@ position into its source (np.add.at), within a rounding bound. TF CPU is
 held to the same references. Bad inputs raise the kernel's own error with
 TF CPU's class and wording.
 """
-import re
 
 import pytest
 
-from conftest import assert_error_like_cpu
+from conftest import assert_error_like_cpu, error_rows
 
 SCRIPT = r'''
 import ml_dtypes
@@ -315,7 +314,7 @@ def test_registered_types(sl, op, types):
 
 
 def error_cases():
-    return re.findall(r'^    \("([^"]+)", lambda.*, "([^"]+)"\),$', SCRIPT, re.M)
+    return error_rows(SCRIPT)
 
 
 @pytest.mark.parametrize("name,key", error_cases())

@@ -33,12 +33,11 @@ What the tests hold the kernels to, in TF children with soft placement off:
 """
 import json
 import os
-import re
 
 import numpy as np
 import pytest
 
-from conftest import (assert_error_like_cpu, assert_kernel_error,
+from conftest import (assert_error_like_cpu, error_rows, assert_kernel_error,
                       simdev_variable_kernels, tf_minor)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -465,7 +464,7 @@ def test_threads(v, discrete, mode):
 
 
 def error_cases():
-    return re.findall(r'^    \("([^"]+)", lambda.*, "([^"]+)"\),$', SCRIPT, re.M)
+    return error_rows(SCRIPT)
 
 
 @NEEDS_KERNELS

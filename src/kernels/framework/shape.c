@@ -130,25 +130,46 @@ bool sk_size_mul(sk_launch* l, int64_t a, int64_t b, int64_t* out,
   return size_op(l, sa_mul_ok(a, b, out), a, b, '*', what);
 }
 
+/* Each dtype's names: NumPy's / Python's, and TF's DataTypeString (what
+ * TF's C++ kernels print in their messages). */
+static const struct {
+  TF_DataType t;
+  const char *py, *tf;
+} kDtypeNames[] = {
+    {TF_FLOAT, "float32", "float"},
+    {TF_DOUBLE, "float64", "double"},
+    {TF_HALF, "float16", "half"},
+    {TF_BFLOAT16, "bfloat16", "bfloat16"},
+    {TF_INT8, "int8", "int8"},
+    {TF_INT16, "int16", "int16"},
+    {TF_INT32, "int32", "int32"},
+    {TF_INT64, "int64", "int64"},
+    {TF_UINT8, "uint8", "uint8"},
+    {TF_UINT16, "uint16", "uint16"},
+    {TF_UINT32, "uint32", "uint32"},
+    {TF_UINT64, "uint64", "uint64"},
+    {TF_BOOL, "bool", "bool"},
+    {TF_COMPLEX64, "complex64", "complex64"},
+    {TF_COMPLEX128, "complex128", "complex128"},
+    {TF_STRING, NULL, "string"},
+    {TF_RESOURCE, NULL, "resource"},
+    {TF_VARIANT, NULL, "variant"},
+};
+
+static const char* dtype_name(TF_DataType t, bool tf) {
+  for (size_t i = 0; i < sizeof(kDtypeNames) / sizeof(kDtypeNames[0]); i++)
+    if (kDtypeNames[i].t == t) {
+      const char* n = tf ? kDtypeNames[i].tf : kDtypeNames[i].py;
+      if (n != NULL) return n;
+    }
+  return tf ? "unknown dtype" : "other dtype";
+}
+
 const char* sk_dtype_name(TF_DataType t) {
-  switch (t) {
-    case TF_FLOAT: return "float32";
-    case TF_DOUBLE: return "float64";
-    case TF_HALF: return "float16";
-    case TF_BFLOAT16: return "bfloat16";
-    case TF_INT8: return "int8";
-    case TF_INT16: return "int16";
-    case TF_INT32: return "int32";
-    case TF_INT64: return "int64";
-    case TF_UINT8: return "uint8";
-    case TF_UINT16: return "uint16";
-    case TF_UINT32: return "uint32";
-    case TF_UINT64: return "uint64";
-    case TF_BOOL: return "bool";
-    case TF_COMPLEX64: return "complex64";
-    case TF_COMPLEX128: return "complex128";
-    default: return "other dtype";
-  }
+  return dtype_name(t, false);
+}
+const char* sk_dtype_tf_name(TF_DataType t) {
+  return dtype_name(t, true);
 }
 
 void sk_index_string(const sk_shape* s, int64_t p, char* buf, size_t len) {

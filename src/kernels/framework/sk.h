@@ -370,5 +370,8 @@ static inline int64_t sk_index_at(const TF_Tensor* t, int64_t i) {
   return sk_index(TF_TensorType(t), sk_data(t), i);
 }
 const char* sk_dtype_name(TF_DataType t);
+/* The same as TF's DataTypeString spells it in messages ("float",
+ * "double", "half", ...): for error texts that quote TF's. */
+const char* sk_dtype_tf_name(TF_DataType t);
 
 #endif /* SIMDEV_KERNELS_SK_H_ */

@@ -600,7 +600,7 @@ static void apply_compute(sk_launch* l, void* state) {
     if (TF_TensorType(t[k]) != st->dt) {
       sk_fail(l, TF_INVALID_ARGUMENT,
               "Trying to update variable with wrong dtype. Expected %s got %s",
-              skv_dtype_string(st->dt), skv_dtype_string(TF_TensorType(t[k])));
+              sk_dtype_tf_name(st->dt), sk_dtype_tf_name(TF_TensorType(t[k])));
       ok = false;
     }
   }

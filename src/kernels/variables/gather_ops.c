@@ -52,7 +52,7 @@ static TF_Tensor* sparse_var(sk_launch* l, TF_DataType dtype,
   if (x != NULL && TF_TensorType(x) != dtype) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "Trying to read variable with wrong dtype. Expected %s got %s",
-            skv_dtype_string(dtype), skv_dtype_string(TF_TensorType(x)));
+            sk_dtype_tf_name(dtype), sk_dtype_tf_name(TF_TensorType(x)));
     return NULL;
   }
   return x;

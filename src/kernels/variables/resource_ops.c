@@ -185,7 +185,7 @@ static void read_compute(sk_launch* l, void* state) {
   if (t != NULL && TF_TensorType(t) != st->dtype) {
     sk_fail(l, TF_INVALID_ARGUMENT,
             "Trying to read variable with wrong dtype. Expected %s got %s",
-            skv_dtype_string(st->dtype), skv_dtype_string(TF_TensorType(t)));
+            sk_dtype_tf_name(st->dtype), sk_dtype_tf_name(TF_TensorType(t)));
   } else if (t != NULL) {
     /* The output is the variable's buffer, as TF's ReadVariableOp makes
      * it; a later update copies it first while this output lives. */

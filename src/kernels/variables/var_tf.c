@@ -139,30 +139,6 @@ bool skv_assign(sk_launch* l, bool validate_shape) {
   return ok;
 }
 
-const char* skv_dtype_string(TF_DataType dt) {
-  switch (dt) {
-    case TF_FLOAT: return "float";
-    case TF_DOUBLE: return "double";
-    case TF_HALF: return "half";
-    case TF_BFLOAT16: return "bfloat16";
-    case TF_INT8: return "int8";
-    case TF_INT16: return "int16";
-    case TF_INT32: return "int32";
-    case TF_INT64: return "int64";
-    case TF_UINT8: return "uint8";
-    case TF_UINT16: return "uint16";
-    case TF_UINT32: return "uint32";
-    case TF_UINT64: return "uint64";
-    case TF_BOOL: return "bool";
-    case TF_COMPLEX64: return "complex64";
-    case TF_COMPLEX128: return "complex128";
-    case TF_STRING: return "string";
-    case TF_RESOURCE: return "resource";
-    case TF_VARIANT: return "variant";
-    default: return "unknown dtype";
-  }
-}
-
 const char* skv_shape_string(const TF_Tensor* t, char* buf, size_t len) {
   size_t n = (size_t)snprintf(buf, len, "[");
   for (int i = 0; i < TF_NumDims(t) && n < len; i++)

@@ -95,10 +95,6 @@ bool skv_update_type(TF_DataType dt); /* the dtypes skv_update_now adds */
 bool skv_update_now(sk_launch* l, TF_DataType dt, bool sub, int64_t n, void* z,
                     const void* x, const void* v, const char* label);
 
-/* A dtype's name as TF's DataTypeString spells it in messages ("float",
- * "double", "half", ...). */
-const char* skv_dtype_string(TF_DataType dt);
-
 /* A tensor's shape as TF's TensorShape::DebugString prints it: "[2,3]",
  * "[]"; any rank (a variable's rank is not bounded by SK_MAX_DIMS: nothing
  * is computed from it). Returns buf. */

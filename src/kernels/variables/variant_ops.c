@@ -115,7 +115,7 @@ static bool cb_take(sk_launch* l, TF_OpKernelContext* ctx, TF_Tensor** ts,
              "host memory is not supported on SIMDEV: SIMDEV adds and zeroes "
              "list elements on its stream, which must not write host memory "
              "that TensorFlow reads at once",
-             op, skv_dtype_string(TF_TensorType(ts[i])));
+             op, sk_dtype_tf_name(TF_TensorType(ts[i])));
     cb_fail(l, ctx, TF_UNIMPLEMENTED, msg);
     return false;
   }
@@ -136,13 +136,13 @@ static void add_cb(TF_OpKernelContext* ctx, TF_Tensor* a, TF_Tensor* b,
   if (TF_TensorType(b) != dt || TF_TensorType(out) != dt) {
     snprintf(msg, sizeof(msg),
              "simdev: AddN of variants: elements of dtypes %s and %s",
-             skv_dtype_string(dt), skv_dtype_string(TF_TensorType(b)));
+             sk_dtype_tf_name(dt), sk_dtype_tf_name(TF_TensorType(b)));
     cb_fail(l, ctx, TF_INVALID_ARGUMENT, msg);
   } else if (!skv_update_type(dt)) {
     snprintf(msg, sizeof(msg),
              "simdev: AddN of variants (TensorLists) with %s elements is not "
              "supported on SIMDEV",
-             skv_dtype_string(dt));
+             sk_dtype_tf_name(dt));
     cb_fail(l, ctx, TF_UNIMPLEMENTED, msg);
   } else if (TF_TensorElementCount(a) != TF_TensorElementCount(b) ||
              TF_TensorElementCount(out) != TF_TensorElementCount(a) ||
@@ -219,7 +219,7 @@ static void zeros_cb(TF_OpKernelContext* ctx, TF_Tensor* in, TF_Tensor* out) {
     snprintf(msg, sizeof(msg),
              "simdev: ZerosLike of variants (TensorLists) with %s elements "
              "is not supported on SIMDEV",
-             skv_dtype_string(dt));
+             sk_dtype_tf_name(dt));
     cb_fail(l, ctx, TF_UNIMPLEMENTED, msg);
     TF_DeleteTensor(in);
     TF_DeleteTensor(out);
